@@ -1,0 +1,299 @@
+//! Types shared by everything that talks to the volee daemon: the CLI, key bindings, the zellij
+//! plugin and users' scripts reading `--json`.
+//!
+//! This crate is serde-only and wasm-safe: no I/O, no async runtime. The socket protocol is
+//! newline-delimited JSON: one [`Request`] per line from the client, one [`Response`] per line from
+//! the daemon (a [`Request::Watch`] keeps the connection open and gets one line per change).
+
+use serde::{Deserialize, Serialize};
+
+/// Bumped whenever a request or response changes shape; a CLI that sees another version restarts
+/// the daemon (the registry survives, see `docs/ARCHITECTURE.md`).
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// What an agent is doing, as defined in ARCHITECTURE.md section 4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentState {
+    /// Producing output or running a turn.
+    Working,
+    /// Waiting on the user for something it cannot go on without (positive evidence only).
+    NeedsYou,
+    /// Alive, turn finished, waiting for a new prompt.
+    Idle,
+    /// Exited with status 0 on its own.
+    Done,
+    /// Exited non-zero, killed by a signal volee did not send, or its last turn reported a failure.
+    Failed,
+    /// Ended by the user through volee or by killing its pane or window.
+    Stopped,
+}
+
+impl AgentState {
+    pub const ALL: [AgentState; 6] = [
+        AgentState::Working,
+        AgentState::NeedsYou,
+        AgentState::Idle,
+        AgentState::Done,
+        AgentState::Failed,
+        AgentState::Stopped,
+    ];
+
+    /// The name used on the command line and in JSON (`needs_you`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentState::Working => "working",
+            AgentState::NeedsYou => "needs_you",
+            AgentState::Idle => "idle",
+            AgentState::Done => "done",
+            AgentState::Failed => "failed",
+            AgentState::Stopped => "stopped",
+        }
+    }
+
+    /// Parses `working`, `needs_you` (also `needs-you`), … as typed by a user.
+    pub fn parse(text: &str) -> Option<AgentState> {
+        let norm = text.trim().to_ascii_lowercase().replace('-', "_");
+        AgentState::ALL.into_iter().find(|s| s.as_str() == norm)
+    }
+
+    /// Ended states never change again (a `failed` turn of a live process is not final, but an
+    /// agent whose process is gone is).
+    pub fn is_final(self) -> bool {
+        matches!(self, AgentState::Done | AgentState::Failed | AgentState::Stopped)
+    }
+}
+
+impl std::fmt::Display for AgentState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where an observation came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateSource {
+    Hooks,
+    Listing,
+    Screen,
+    Multiplexer,
+    Process,
+}
+
+impl StateSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StateSource::Hooks => "hooks",
+            StateSource::Listing => "listing",
+            StateSource::Screen => "screen",
+            StateSource::Multiplexer => "multiplexer",
+            StateSource::Process => "process",
+        }
+    }
+}
+
+impl std::fmt::Display for StateSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How well the agent's harness profile fits the installed program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProfileFit {
+    Measured,
+    OtherVersion,
+    Generic,
+}
+
+/// Whether volee started the agent or found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    Launched,
+    Discovered,
+}
+
+/// Where an agent lives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Host {
+    Tmux {
+        /// Path of the tmux server socket.
+        socket: String,
+        /// Session name.
+        session: String,
+        /// Window id (`@3`).
+        window: String,
+        /// Pane id (`%7`).
+        pane: String,
+    },
+    Zellij {
+        session: String,
+        tab: u32,
+        pane: String,
+    },
+    Tty {
+        tty: String,
+    },
+    None,
+}
+
+/// One agent as every front end sees it (`volee ls --json` is an array of these).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentView {
+    pub id: String,
+    pub name: String,
+    pub harness: String,
+    pub harness_version: Option<String>,
+    pub profile_fit: ProfileFit,
+    pub origin: Origin,
+    pub state: AgentState,
+    pub state_source: StateSource,
+    /// RFC 3339, UTC, seconds.
+    pub state_since: String,
+    pub evidence: String,
+    pub exit_status: Option<i32>,
+    pub pid: Option<u32>,
+    pub cwd: String,
+    pub session_id: Option<String>,
+    pub host: Host,
+    /// The pane title the agent set (agent-controlled text: escape before display).
+    #[serde(default)]
+    pub title: Option<String>,
+    /// The command line it was started with.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// RFC 3339 time it was launched or discovered.
+    #[serde(default)]
+    pub created_at: String,
+    /// RFC 3339 time it ended, when it has.
+    #[serde(default)]
+    pub ended_at: Option<String>,
+}
+
+/// One source's latest observation, as `volee explain` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObservationView {
+    pub source: StateSource,
+    /// What was observed: `output`, `bell`, `prompt`, `title`, `exit`, `stop`, `pane_gone`.
+    pub kind: String,
+    /// RFC 3339 with milliseconds.
+    pub at: String,
+    pub evidence: String,
+}
+
+/// Why an agent is in its state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Explanation {
+    pub agent: AgentView,
+    pub observations: Vec<ObservationView>,
+    /// The rule that decided, in one sentence.
+    pub decision: String,
+}
+
+/// A request to run a command in a new pane.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchRequest {
+    /// `None` means generic (a command was given) — the CLI resolves defaults before sending.
+    pub harness: String,
+    pub command: Vec<String>,
+    pub cwd: String,
+    pub name: Option<String>,
+    /// The caller's environment, passed to the agent as if started from the caller's shell.
+    pub env: Vec<(String, String)>,
+    /// Which tmux server and session; `None` fields are filled from the caller's `TMUX`.
+    pub tmux_socket: String,
+    pub tmux_session: Option<String>,
+    /// The caller's own pane when it runs inside tmux (`TMUX_PANE`), to pick its session.
+    pub caller_pane: Option<String>,
+}
+
+/// What the CLI may ask of the daemon.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Request {
+    Hello { version: u32 },
+    List { all: bool },
+    Show { id: String },
+    Explain { id: String },
+    Launch(LaunchRequest),
+    Stop { id: String },
+    Interrupt { id: String },
+    Peek { id: String, lines: u32 },
+    Remove { id: String },
+    Prune,
+    /// Keep the connection open: the agent's view now and after every change.
+    Watch { id: String },
+    /// Install (or refresh) volee's options, bindings and status push on a tmux server.
+    TmuxInit { socket: String, volee_bin: String },
+    /// Remove everything `TmuxInit` added on that server.
+    TmuxDown { socket: String },
+    Shutdown,
+}
+
+/// How a request failed; the CLI maps kinds to exit codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// Unknown or ambiguous id, bad argument, an agent in the wrong state: exit 2.
+    User,
+    /// Something the machine lacks (tmux missing, server gone): exit 3.
+    Environment,
+    /// A bug or an unexpected failure: exit 4.
+    Internal,
+}
+
+/// What the daemon answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Response {
+    Hello { version: u32, pid: u32 },
+    Agents { agents: Vec<AgentView> },
+    Agent { agent: AgentView },
+    Explanation { explanation: Explanation },
+    Text { text: String },
+    Ok,
+    Error { kind: ErrorKind, message: String, hints: Vec<String> },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_names_round_trip() {
+        for s in AgentState::ALL {
+            assert_eq!(AgentState::parse(s.as_str()), Some(s));
+            let json = serde_json::to_string(&s).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", s.as_str()));
+        }
+        assert_eq!(AgentState::parse("needs-you"), Some(AgentState::NeedsYou));
+        assert_eq!(AgentState::parse("sleeping"), None);
+    }
+
+    #[test]
+    fn host_json_has_kind_tag() {
+        let host = Host::Tmux {
+            socket: "/tmp/tmux-1000/default".into(),
+            session: "work".into(),
+            window: "@3".into(),
+            pane: "%7".into(),
+        };
+        let value = serde_json::to_value(&host).unwrap_or_default();
+        assert_eq!(value["kind"], "tmux");
+        assert_eq!(value["pane"], "%7");
+        assert_eq!(serde_json::to_value(Host::None).unwrap_or_default()["kind"], "none");
+    }
+
+    #[test]
+    fn requests_are_tagged_lines() {
+        let req = Request::Show { id: "k3f9".into() };
+        let line = serde_json::to_string(&req).unwrap_or_default();
+        assert_eq!(line, r#"{"type":"show","id":"k3f9"}"#);
+        let back: Request = serde_json::from_str(&line).unwrap_or(Request::Prune);
+        assert_eq!(back, req);
+    }
+}
