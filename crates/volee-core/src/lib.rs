@@ -1,14 +1,11 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! volee's pure domain, no I/O: the agent registry model ([`registry`]) and the state arbiter
+//! ([`arbiter`]) that turns observations from every source into one state with its evidence.
+//!
+//! The daemon owns the clock and the files; everything here takes `now` as an argument so tests
+//! and `volee explain` see exactly the decision the daemon made.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+pub mod arbiter;
+pub mod registry;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub use arbiter::{ArbiterConfig, Decision, ExitFact, Millis, PromptMatch, Signals};
+pub use registry::{AgentRecord, NameError, NewAgent, Registry, RegistryFile, ResolveError};

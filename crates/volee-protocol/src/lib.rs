@@ -60,7 +60,10 @@ impl AgentState {
     /// Ended states never change again (a `failed` turn of a live process is not final, but an
     /// agent whose process is gone is).
     pub fn is_final(self) -> bool {
-        matches!(self, AgentState::Done | AgentState::Failed | AgentState::Stopped)
+        matches!(
+            self,
+            AgentState::Done | AgentState::Failed | AgentState::Stopped
+        )
     }
 }
 
@@ -215,22 +218,46 @@ pub struct LaunchRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Request {
-    Hello { version: u32 },
-    List { all: bool },
-    Show { id: String },
-    Explain { id: String },
+    Hello {
+        version: u32,
+    },
+    List {
+        all: bool,
+    },
+    Show {
+        id: String,
+    },
+    Explain {
+        id: String,
+    },
     Launch(LaunchRequest),
-    Stop { id: String },
-    Interrupt { id: String },
-    Peek { id: String, lines: u32 },
-    Remove { id: String },
+    Stop {
+        id: String,
+    },
+    Interrupt {
+        id: String,
+    },
+    Peek {
+        id: String,
+        lines: u32,
+    },
+    Remove {
+        id: String,
+    },
     Prune,
     /// Keep the connection open: the agent's view now and after every change.
-    Watch { id: String },
+    Watch {
+        id: String,
+    },
     /// Install (or refresh) volee's options, bindings and status push on a tmux server.
-    TmuxInit { socket: String, volee_bin: String },
+    TmuxInit {
+        socket: String,
+        volee_bin: String,
+    },
     /// Remove everything `TmuxInit` added on that server.
-    TmuxDown { socket: String },
+    TmuxDown {
+        socket: String,
+    },
     Shutdown,
 }
 
@@ -250,13 +277,28 @@ pub enum ErrorKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Response {
-    Hello { version: u32, pid: u32 },
-    Agents { agents: Vec<AgentView> },
-    Agent { agent: AgentView },
-    Explanation { explanation: Explanation },
-    Text { text: String },
+    Hello {
+        version: u32,
+        pid: u32,
+    },
+    Agents {
+        agents: Vec<AgentView>,
+    },
+    Agent {
+        agent: AgentView,
+    },
+    Explanation {
+        explanation: Explanation,
+    },
+    Text {
+        text: String,
+    },
     Ok,
-    Error { kind: ErrorKind, message: String, hints: Vec<String> },
+    Error {
+        kind: ErrorKind,
+        message: String,
+        hints: Vec<String>,
+    },
 }
 
 #[cfg(test)]
@@ -285,7 +327,10 @@ mod tests {
         let value = serde_json::to_value(&host).unwrap_or_default();
         assert_eq!(value["kind"], "tmux");
         assert_eq!(value["pane"], "%7");
-        assert_eq!(serde_json::to_value(Host::None).unwrap_or_default()["kind"], "none");
+        assert_eq!(
+            serde_json::to_value(Host::None).unwrap_or_default()["kind"],
+            "none"
+        );
     }
 
     #[test]

@@ -1,14 +1,256 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! Dev-only helpers shared by volee's end-to-end tests.
+//!
+//! - [`require`]: a test that needs tmux (or Docker, zellij…) and does not find it is skipped with
+//!   a printed reason when run by hand, and **fails** when `CI` is set — never a silent pass.
+//! - [`TestEnv`]: a hermetic environment for every spawned `volee`: `VOLEE_HOME`, `HOME` and
+//!   `TMUX_TMPDIR` in a temp dir (so tmux's default server is a private socket there), a cleared
+//!   environment; on drop it stops the daemon and kills the private tmux server.
+//! - [`wait_until`]: polls a condition and on timeout panics with the sentence, the last value
+//!   seen and the daemon's log tail.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Is `program` on PATH?
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+        .unwrap_or(false)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// True when the tool is present. Missing: panics under `CI`, otherwise prints why the test is
+/// skipped and returns false (the caller returns).
+pub fn require(program: &str, why: &str) -> bool {
+    if on_path(program) {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{program} is required for {why} and is not installed (CI is set, so this fails)");
+    }
+    eprintln!("SKIPPED: {program} is not installed; needed for {why}");
+    false
+}
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+/// A private volee + tmux world in a temp dir.
+pub struct TestEnv {
+    pub dir: tempfile::TempDir,
+    /// The `volee` binary under test.
+    pub bin: PathBuf,
+    /// Extra environment for spawned volee commands.
+    pub extra_env: Vec<(String, String)>,
+}
+
+impl TestEnv {
+    /// `bin` is `env!("CARGO_BIN_EXE_volee")`.
+    pub fn new(bin: impl Into<PathBuf>) -> TestEnv {
+        let dir = tempfile::Builder::new()
+            .prefix("volee-test-")
+            .tempdir()
+            .unwrap();
+        for sub in ["home", "volee", "tmux", "work"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        TestEnv {
+            dir,
+            bin: bin.into(),
+            extra_env: Vec::new(),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+    pub fn volee_home(&self) -> PathBuf {
+        self.root().join("volee")
+    }
+    pub fn home(&self) -> PathBuf {
+        self.root().join("home")
+    }
+    /// A directory to run agents in.
+    pub fn work(&self) -> PathBuf {
+        self.root().join("work")
+    }
+    pub fn tmux_tmpdir(&self) -> PathBuf {
+        self.root().join("tmux")
+    }
+    /// The private tmux server's socket (tmux's default socket under our `TMUX_TMPDIR`).
+    pub fn tmux_socket(&self) -> PathBuf {
+        self.tmux_tmpdir()
+            .join(format!("tmux-{}", nix::unistd::getuid().as_raw()))
+            .join("default")
+    }
+    pub fn log_tail(&self) -> String {
+        let text =
+            std::fs::read_to_string(self.volee_home().join("state/volee.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    fn base_env(&self, cmd: &mut Command) {
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home())
+            .env("VOLEE_HOME", self.volee_home())
+            .env("TMUX_TMPDIR", self.tmux_tmpdir())
+            .env("LANG", "C.UTF-8")
+            .env("TERM", "xterm-256color")
+            .env("VOLEE_LOG", "debug");
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+    }
+
+    /// `volee ARGS` in this environment, cwd = work dir.
+    pub fn volee<I, S>(&self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = Command::new(&self.bin);
+        self.base_env(&mut cmd);
+        cmd.args(args).current_dir(self.work()).stdin(Stdio::null());
+        cmd
+    }
+
+    /// Run volee and return its output (whatever the exit code).
+    pub fn run<I, S>(&self, args: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.volee(args).output().unwrap()
+    }
+
+    /// Run volee, assert success, return trimmed stdout.
+    pub fn ok<I, S>(&self, args: I) -> String
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args: Vec<S> = args.into_iter().collect();
+        let shown: Vec<String> = args
+            .iter()
+            .map(|a| a.as_ref().to_string_lossy().into_owned())
+            .collect();
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "volee {} failed ({}):\nstdout: {}\nstderr: {}\nlog:\n{}",
+            shown.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.log_tail()
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// A `tmux` command on the private server.
+    pub fn tmux_command(&self) -> Command {
+        let mut cmd = Command::new("tmux");
+        self.base_env(&mut cmd);
+        cmd.arg("-S").arg(self.tmux_socket()).stdin(Stdio::null());
+        cmd
+    }
+
+    /// Run tmux, assert success, return stdout.
+    pub fn tmux<S: AsRef<OsStr>>(&self, args: &[S]) -> String {
+        let out = self.tmux_command().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "tmux {:?} failed: {}",
+            args.iter()
+                .map(|a| a.as_ref().to_string_lossy().into_owned())
+                .collect::<Vec<_>>(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Start the private tmux server with a session `main` (the user's own session).
+    pub fn start_tmux(&self) {
+        self.tmux(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "main",
+            "-x",
+            "160",
+            "-y",
+            "40",
+        ]);
+    }
+
+    /// The agent object of `volee show ID --json`.
+    pub fn agent(&self, id: &str) -> serde_json::Value {
+        serde_json::from_str(&self.ok(["show", id, "--json"])).unwrap()
+    }
+
+    /// `volee wait ID --until STATES --timeout SECS`, asserting it reached one of them.
+    pub fn wait_state(&self, id: &str, until: &str, secs: u32) -> String {
+        let out = self.run(["wait", id, "--until", until, "--timeout", &secs.to_string()]);
+        let state = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(
+            out.status.success(),
+            "agent {id} did not reach {until} within {secs} s (it is {state:?}; {})\nexplain:\n{}\nlog:\n{}",
+            String::from_utf8_lossy(&out.stderr).trim(),
+            String::from_utf8_lossy(&self.run(["explain", id]).stdout),
+            self.log_tail()
+        );
+        state
+    }
+
+    /// The daemon's pid, from its pid file.
+    pub fn daemon_pid(&self) -> Option<i32> {
+        std::fs::read_to_string(self.volee_home().join("run/daemon.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        if let Some(pid) = self.daemon_pid() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self
+            .tmux_command()
+            .arg("kill-server")
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Poll `check` every 20 ms until it returns `Some`, or panic after `timeout` with `what` and the
+/// last diagnostic `describe` gives.
+pub fn wait_until<T>(
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut() -> Option<T>,
+    describe: impl Fn() -> String,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "timed out after {timeout:?} waiting for: {what}\n{}",
+                describe()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }

@@ -1,14 +1,122 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! Rendering of volee's agents for every front end: the tmux status-line segment, the
+//! `display-menu` picker rows, and the plain tables of `volee ls`, `show` and `explain`.
+//!
+//! Everything here is a pure function of [`AgentView`]s and a `now` passed in by the caller, so the
+//! crate builds for `wasm32-wasip1` and the zellij plugin renders exactly what the CLI does. Agent
+//! text (names, titles, evidence) is hostile input: it only reaches output through
+//! [`text::tmux_text`] or [`text::plain_text`].
+
+pub mod picker;
+pub mod status;
+pub mod table;
+pub mod text;
+
+pub use picker::{menu_items, next_needing_you, MenuItem};
+pub use status::{status_json, status_plain, status_tmux, Counts};
+pub use table::{agent_detail, agents_table, explanation_text, host_text};
+pub use text::{ago, plain_text, tmux_text};
+
+use volee_protocol::{AgentState, AgentView};
+
+/// The order states are shown in everywhere: what waits on the user first, ended agents last.
+pub const DISPLAY_ORDER: [AgentState; 6] = [
+    AgentState::NeedsYou,
+    AgentState::Working,
+    AgentState::Idle,
+    AgentState::Failed,
+    AgentState::Done,
+    AgentState::Stopped,
+];
+
+/// A one-character marker per state, distinct so the state reads without colour.
+pub fn state_marker(state: AgentState) -> &'static str {
+    match state {
+        AgentState::NeedsYou => "●",
+        AgentState::Working => "▶",
+        AgentState::Idle => "○",
+        AgentState::Failed => "✗",
+        AgentState::Done => "✓",
+        AgentState::Stopped => "■",
+    }
+}
+
+/// The state in words for people (`needs you`; [`AgentState::as_str`] is the machine name).
+pub fn state_words(state: AgentState) -> &'static str {
+    match state {
+        AgentState::NeedsYou => "needs you",
+        other => other.as_str(),
+    }
+}
+
+/// Agents in display order: by state as in [`DISPLAY_ORDER`], then longest in that state first
+/// (unreadable times last), then by id so the order is stable.
+pub fn in_display_order(agents: &[AgentView]) -> Vec<&AgentView> {
+    let mut sorted: Vec<&AgentView> = agents.iter().collect();
+    sorted.sort_by_cached_key(|a| {
+        let rank = DISPLAY_ORDER.iter().position(|s| *s == a.state);
+        let since = text::epoch_secs(&a.state_since).unwrap_or(u64::MAX);
+        (rank, since, a.id.clone())
+    });
+    sorted
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use volee_protocol::{AgentState, AgentView, Host, Origin, ProfileFit, StateSource};
+
+    /// 2025-01-01T00:10:00Z, the fixed "now" of every test.
+    pub const NOW: u64 = 1_735_690_200;
+
+    /// An agent in tmux pane `%<n>` whose state began `since` (RFC 3339).
+    pub fn agent(id: &str, name: &str, state: AgentState, since: &str) -> AgentView {
+        AgentView {
+            id: id.into(),
+            name: name.into(),
+            harness: "claude".into(),
+            harness_version: Some("2.0.14".into()),
+            profile_fit: ProfileFit::Measured,
+            origin: Origin::Launched,
+            state,
+            state_source: StateSource::Hooks,
+            state_since: since.into(),
+            evidence: "hook Notification".into(),
+            exit_status: None,
+            pid: Some(4242),
+            cwd: "/home/u/src/app".into(),
+            session_id: None,
+            host: Host::Tmux {
+                socket: "/tmp/tmux-1000/default".into(),
+                session: "work".into(),
+                window: "@3".into(),
+                pane: "%7".into(),
+            },
+            title: None,
+            command: vec!["claude".into()],
+            created_at: "2025-01-01T00:00:00Z".into(),
+            ended_at: None,
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::test_support::agent;
     use super::*;
 
     #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+    fn display_order_is_state_then_oldest_then_id() {
+        let agents = [
+            agent("a", "a", AgentState::Idle, "2025-01-01T00:01:00Z"),
+            agent("b", "b", AgentState::NeedsYou, "2025-01-01T00:05:00Z"),
+            agent("c", "c", AgentState::NeedsYou, "2025-01-01T00:02:00Z"),
+            agent("d", "d", AgentState::Stopped, "2025-01-01T00:00:00Z"),
+            agent("e", "e", AgentState::Working, "garbage"),
+            agent("f", "f", AgentState::Working, "2025-01-01T00:09:00Z"),
+        ];
+        let ids: Vec<&str> = in_display_order(&agents)
+            .iter()
+            .map(|a| a.id.as_str())
+            .collect();
+        assert_eq!(ids, ["c", "b", "f", "e", "a", "d"]);
     }
 }

@@ -1,0 +1,459 @@
+//! The supervising commands: each asks the daemon and prints its answer.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+use volee_daemon::{Client, Config, Paths};
+use volee_protocol::{AgentState, AgentView, LaunchRequest, Request, Response};
+
+use crate::error::{CliError, CliResult, Exit};
+
+/// Print to stdout; a closed pipe (`volee ls | head`) ends the program quietly.
+pub fn out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let written = if text.ends_with('\n') || text.is_empty() {
+        stdout.write_all(text.as_bytes())
+    } else {
+        writeln!(stdout, "{text}")
+    };
+    if written.and_then(|()| stdout.flush()).is_err() {
+        std::process::exit(0);
+    }
+}
+
+pub fn paths() -> Paths {
+    Paths::from_process_env()
+}
+
+/// A client of a running daemon (started on demand).
+pub fn client() -> CliResult<Client> {
+    let exe = std::env::current_exe().map_err(|e| CliError::from_error(Exit::Internal, &e))?;
+    Ok(volee_daemon::ensure_daemon(&paths(), &exe)?)
+}
+
+/// Send a request, turning an error response into a CLI error.
+pub fn ask(req: &Request) -> CliResult<Response> {
+    let resp = client()?.request(req)?;
+    match resp {
+        Response::Error { .. } => Err(CliError::from_response(resp)),
+        other => Ok(other),
+    }
+}
+
+fn agent_of(resp: Response) -> CliResult<AgentView> {
+    match resp {
+        Response::Agent { agent } => Ok(agent),
+        other => Err(CliError::from_response(other)),
+    }
+}
+
+fn agents_of(resp: Response) -> CliResult<Vec<AgentView>> {
+    match resp {
+        Response::Agents { agents } => Ok(agents),
+        other => Err(CliError::from_response(other)),
+    }
+}
+
+pub fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn json(value: &impl serde::Serialize) -> CliResult {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| CliError::from_error(Exit::Internal, &e))?;
+    out(&text);
+    Ok(())
+}
+
+/// `volee launch`.
+#[derive(clap::Args)]
+pub struct LaunchArgs {
+    /// Harness profile (default: `generic` when a command is given after --).
+    #[arg(long)]
+    harness: Option<String>,
+    /// Where: `tmux` or `tmux:SESSION` (default: your tmux session, else session `volee`).
+    #[arg(long, value_name = "tmux[:SESSION]")]
+    host: Option<String>,
+    /// Working directory of the agent (default: yours).
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// A name to refer to it by (unique among live agents).
+    #[arg(long)]
+    name: Option<String>,
+    /// Model for harnesses that take one.
+    #[arg(long)]
+    model: Option<String>,
+    /// Run in a new git worktree of this name.
+    #[arg(long)]
+    worktree: Option<String>,
+    /// tmux server socket (default: the server you are in, else tmux's default server).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+    /// First prompt, for harnesses that take one.
+    prompt: Option<String>,
+    /// The command to run (generic profile).
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+/// The tmux server the caller means: `--socket`, else the one it runs in, else tmux's default.
+pub fn caller_socket(explicit: Option<PathBuf>) -> PathBuf {
+    explicit.unwrap_or_else(|| {
+        volee_tmux::connection::default_socket(
+            std::env::var("TMUX").ok().as_deref(),
+            std::env::var("TMUX_TMPDIR").ok().as_deref(),
+            nix::unistd::getuid().as_raw(),
+        )
+    })
+}
+
+/// True when the caller runs inside a pane of the server at `socket`.
+pub fn inside_server(socket: &std::path::Path) -> bool {
+    std::env::var("TMUX")
+        .ok()
+        .and_then(|t| t.split(',').next().map(PathBuf::from))
+        .is_some_and(|s| s == socket)
+}
+
+pub fn launch(args: LaunchArgs) -> CliResult {
+    let harness = match (&args.harness, args.command.is_empty()) {
+        (Some(h), _) => h.clone(),
+        (None, false) => "generic".to_string(),
+        (None, true) => {
+            let config = Config::load(&paths().config_file())
+                .map_err(|e| CliError::from_error(Exit::User, &e))?;
+            config.default_harness.ok_or_else(|| {
+                CliError::user("nothing to launch: give a command after --, or a --harness")
+                    .hint("example: volee launch -- python3 agent.py")
+                    .hint("or set default_harness in config.toml")
+            })?
+        }
+    };
+    if harness == "generic" {
+        let unsupported = [
+            ("--model", args.model.is_some()),
+            ("--worktree", args.worktree.is_some()),
+            ("a PROMPT", args.prompt.is_some()),
+        ];
+        if let Some((what, _)) = unsupported.iter().find(|(_, used)| *used) {
+            return Err(CliError::user(format!(
+                "the generic profile takes no {what}: put everything in the command after --"
+            )));
+        }
+        if args.command.is_empty() {
+            return Err(CliError::user(
+                "the generic profile needs a command after --",
+            ));
+        }
+    }
+    let tmux_session = match args.host.as_deref() {
+        None | Some("tmux") => None,
+        Some(h) if h.starts_with("tmux:") => Some(h["tmux:".len()..].to_string()),
+        Some(h) if h == "zellij" || h.starts_with("zellij:") => {
+            return Err(
+                CliError::user("zellij hosts are not supported by this build yet")
+                    .hint("use --host tmux[:SESSION]"),
+            )
+        }
+        Some(h) => {
+            return Err(CliError::user(format!("unknown host {h:?}"))
+                .hint("use --host tmux or --host tmux:SESSION"))
+        }
+    };
+    volee_tmux::server::version()?;
+    let cwd = match &args.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().map_err(|e| CliError::from_error(Exit::User, &e))?,
+    };
+    let cwd = cwd.canonicalize().map_err(|e| {
+        CliError::from_error(Exit::User, &e)
+            .hint(format!("--cwd {} must be a directory", cwd.display()))
+    })?;
+    if !cwd.is_dir() {
+        return Err(CliError::user(format!(
+            "{} is not a directory",
+            cwd.display()
+        )));
+    }
+    let socket = caller_socket(args.socket);
+    let caller_pane = inside_server(&socket)
+        .then(|| std::env::var("TMUX_PANE").ok())
+        .flatten();
+    let env: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let req = LaunchRequest {
+        harness,
+        command: args.command,
+        cwd: cwd.display().to_string(),
+        name: args.name,
+        env,
+        tmux_socket: socket.display().to_string(),
+        tmux_session,
+        caller_pane,
+    };
+    let agent = agent_of(ask(&Request::Launch(req))?)?;
+    if args.json {
+        json(&agent)
+    } else {
+        out(&agent.id);
+        Ok(())
+    }
+}
+
+pub fn ls(all: bool, as_json: bool) -> CliResult {
+    let agents = agents_of(ask(&Request::List { all })?)?;
+    if as_json {
+        json(&agents)
+    } else {
+        out(&volee_view::agents_table(&agents, now_secs()));
+        Ok(())
+    }
+}
+
+pub fn show(id: &str, as_json: bool) -> CliResult {
+    let agent = agent_of(ask(&Request::Show { id: id.into() })?)?;
+    if as_json {
+        json(&agent)
+    } else {
+        out(&volee_view::agent_detail(&agent, now_secs()));
+        Ok(())
+    }
+}
+
+pub fn explain(id: &str, as_json: bool) -> CliResult {
+    match ask(&Request::Explain { id: id.into() })? {
+        Response::Explanation { explanation } if as_json => json(&explanation),
+        Response::Explanation { explanation } => {
+            out(&volee_view::explanation_text(&explanation, now_secs()));
+            Ok(())
+        }
+        other => Err(CliError::from_response(other)),
+    }
+}
+
+fn parse_states(text: &str) -> CliResult<Vec<AgentState>> {
+    text.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| {
+            AgentState::parse(s).ok_or_else(|| {
+                CliError::user(format!("unknown state {s:?}"))
+                    .hint("states: working, needs_you, idle, done, failed, stopped")
+            })
+        })
+        .collect::<CliResult<Vec<_>>>()
+        .and_then(|v| {
+            if v.is_empty() {
+                Err(CliError::user("--until needs at least one state"))
+            } else {
+                Ok(v)
+            }
+        })
+}
+
+/// Follow an agent until `done` says stop; returns the last view seen, or None on timeout.
+fn follow(
+    id: &str,
+    timeout: Option<Duration>,
+    mut done: impl FnMut(&AgentView) -> bool,
+) -> CliResult<(Option<AgentView>, Option<AgentView>)> {
+    let mut client = client()?;
+    client.send(&Request::Watch { id: id.into() })?;
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let mut last = None;
+    loop {
+        let resp = match deadline {
+            None => Some(client.next_response()?),
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    None
+                } else {
+                    client.next_response_within(left)?
+                }
+            }
+        };
+        match resp {
+            None => return Ok((None, last)),
+            Some(Response::Agent { agent }) => {
+                if done(&agent) {
+                    return Ok((Some(agent), last));
+                }
+                last = Some(agent);
+            }
+            Some(other) => return Err(CliError::from_response(other)),
+        }
+    }
+}
+
+pub fn wait(id: &str, until: &str, timeout: Option<f64>) -> CliResult {
+    let states = parse_states(until)?;
+    let timeout = match timeout {
+        Some(t) if !(t.is_finite() && t >= 0.0) => {
+            return Err(CliError::user(
+                "--timeout must be a non-negative number of seconds",
+            ))
+        }
+        Some(t) => Some(Duration::from_secs_f64(t)),
+        None => None,
+    };
+    let (hit, last) = follow(id, timeout, |a| {
+        states.contains(&a.state) || a.state.is_final()
+    })?;
+    match (hit, last) {
+        (Some(agent), _) if states.contains(&agent.state) => {
+            out(agent.state.as_str());
+            Ok(())
+        }
+        (Some(agent), _) => {
+            out(agent.state.as_str());
+            Err(CliError::new(
+                Exit::Unreachable,
+                format!(
+                    "agent {} ended as {} and can no longer reach {until}",
+                    agent.id, agent.state
+                ),
+            ))
+        }
+        (None, last) => {
+            let state = last.map(|a| a.state.to_string()).unwrap_or_default();
+            out(&state);
+            Err(CliError::new(
+                Exit::Negative,
+                format!("timed out waiting for {id} to reach {until} (it is {state})"),
+            ))
+        }
+    }
+}
+
+pub fn stop(id: &str) -> CliResult {
+    let agent = agent_of(ask(&Request::Stop { id: id.into() })?)?;
+    let (hit, last) = follow(&agent.id, Some(Duration::from_secs(10)), |a| {
+        a.state.is_final()
+    })?;
+    match hit {
+        Some(a) => {
+            out(&format!("{} {}", a.id, a.state));
+            Ok(())
+        }
+        None => Err(CliError::internal(format!(
+            "agent {} did not end within 10 s (it is {})",
+            agent.id,
+            last.map(|a| a.state.to_string()).unwrap_or_default()
+        ))),
+    }
+}
+
+pub fn interrupt(id: &str) -> CliResult {
+    ask(&Request::Interrupt { id: id.into() }).map(|_| ())
+}
+
+pub fn peek(id: &str, lines: u32) -> CliResult {
+    match ask(&Request::Peek {
+        id: id.into(),
+        lines,
+    })? {
+        Response::Text { text } => {
+            out(&text);
+            Ok(())
+        }
+        other => Err(CliError::from_response(other)),
+    }
+}
+
+pub fn rm(id: &str) -> CliResult {
+    ask(&Request::Remove { id: id.into() }).map(|_| ())
+}
+
+pub fn prune() -> CliResult {
+    match ask(&Request::Prune)? {
+        Response::Text { text } => {
+            out(&text);
+            Ok(())
+        }
+        other => Err(CliError::from_response(other)),
+    }
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum StatusFormat {
+    Tmux,
+    Plain,
+    Json,
+}
+
+pub fn status(format: StatusFormat) -> CliResult {
+    let agents = agents_of(ask(&Request::List { all: true })?)?;
+    let counts = volee_view::Counts::from_agents(&agents);
+    match format {
+        StatusFormat::Tmux => out(&volee_view::status_tmux(&counts)),
+        StatusFormat::Plain => out(&volee_view::status_plain(&counts)),
+        StatusFormat::Json => return json(&volee_view::status_json(&counts)),
+    }
+    Ok(())
+}
+
+pub fn daemon(foreground: bool) -> CliResult {
+    let paths = paths();
+    paths
+        .ensure()
+        .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
+    let config =
+        Config::load(&paths.config_file()).map_err(|e| CliError::from_error(Exit::User, &e))?;
+    let log = volee_daemon::logging::RotatingLog::open(paths.log_file(), config.log_max_bytes)
+        .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("VOLEE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    if foreground {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        let _ = tracing_subscriber::registry()
+            .with(filter)
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(log)
+                    .with_ansi(false),
+            )
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .try_init();
+    } else {
+        // Leave the caller's session so a closing terminal or tmux job does not take us down.
+        let _ = nix::unistd::setsid();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(log)
+            .with_ansi(false)
+            .try_init();
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::from_error(Exit::Internal, &e))?;
+    tracing::info!("daemon starting (pid {})", std::process::id());
+    runtime
+        .block_on(volee_daemon::daemon::run(paths, config))
+        .map_err(|e| match e {
+            volee_daemon::daemon::DaemonError::AlreadyRunning { .. } => {
+                CliError::from_error(Exit::User, &e).hint("stop it with: volee daemon stop")
+            }
+            other => CliError::from_error(Exit::Internal, &other),
+        })
+}
+
+pub fn daemon_stop() -> CliResult {
+    let paths = paths();
+    match Client::connect(&paths) {
+        Ok(mut client) => {
+            volee_daemon::client::stop_daemon(&paths, &mut client, None);
+            out("daemon stopped");
+        }
+        Err(_) => out("no daemon running"),
+    }
+    Ok(())
+}

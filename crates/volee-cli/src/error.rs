@@ -1,0 +1,125 @@
+//! CLI errors: a message, its causes, `hint:` lines, and the exit code of CLI.md.
+
+use volee_protocol::{ErrorKind, Response};
+
+/// Exit codes of the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// A negative answer (e.g. `wait` timed out).
+    Negative = 1,
+    /// Usage or user error (unknown id, bad flag).
+    User = 2,
+    /// The environment lacks something (no tmux).
+    Environment = 3,
+    /// Internal error.
+    Internal = 4,
+    /// `wait`: the agent ended in another final state.
+    Unreachable = 5,
+}
+
+/// An error the CLI prints and exits with.
+#[derive(Debug)]
+pub struct CliError {
+    pub exit: Exit,
+    pub message: String,
+    pub causes: Vec<String>,
+    pub hints: Vec<String>,
+}
+
+pub type CliResult<T = ()> = Result<T, CliError>;
+
+impl CliError {
+    pub fn new(exit: Exit, message: impl Into<String>) -> CliError {
+        CliError {
+            exit,
+            message: message.into(),
+            causes: Vec::new(),
+            hints: Vec::new(),
+        }
+    }
+
+    pub fn user(message: impl Into<String>) -> CliError {
+        CliError::new(Exit::User, message)
+    }
+
+    pub fn env(message: impl Into<String>) -> CliError {
+        CliError::new(Exit::Environment, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> CliError {
+        CliError::new(Exit::Internal, message)
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> CliError {
+        self.hints.push(hint.into());
+        self
+    }
+
+    /// An error with its source chain as causes.
+    pub fn from_error(exit: Exit, err: &(dyn std::error::Error + 'static)) -> CliError {
+        let mut e = CliError::new(exit, err.to_string());
+        let mut source = err.source();
+        while let Some(s) = source {
+            e.causes.push(s.to_string());
+            source = s.source();
+        }
+        e
+    }
+
+    /// The daemon's error response.
+    pub fn from_response(resp: Response) -> CliError {
+        match resp {
+            Response::Error {
+                kind,
+                message,
+                hints,
+            } => CliError {
+                exit: match kind {
+                    ErrorKind::User => Exit::User,
+                    ErrorKind::Environment => Exit::Environment,
+                    ErrorKind::Internal => Exit::Internal,
+                },
+                message,
+                causes: Vec::new(),
+                hints,
+            },
+            other => CliError::internal(format!("unexpected answer from the daemon: {other:?}")),
+        }
+    }
+
+    pub fn print(&self) {
+        eprintln!("error: {}", self.message);
+        for cause in &self.causes {
+            eprintln!("  caused by: {cause}");
+        }
+        for hint in &self.hints {
+            eprintln!("hint: {hint}");
+        }
+    }
+}
+
+impl From<volee_daemon::ClientError> for CliError {
+    fn from(e: volee_daemon::ClientError) -> CliError {
+        CliError::from_error(Exit::Internal, &e)
+            .hint("check the daemon log (volee.log in the state directory), or restart it: volee daemon stop")
+    }
+}
+
+impl From<volee_tmux::server::TmuxError> for CliError {
+    fn from(e: volee_tmux::server::TmuxError) -> CliError {
+        use volee_tmux::server::TmuxError;
+        match &e {
+            TmuxError::Missing => tmux_missing(),
+            TmuxError::NoServer { .. } => {
+                CliError::from_error(Exit::Environment, &e).hint("start one with `volee up`")
+            }
+            _ => CliError::from_error(Exit::Internal, &e),
+        }
+    }
+}
+
+/// The one message for a machine without tmux.
+pub fn tmux_missing() -> CliError {
+    CliError::env("tmux is not installed (no `tmux` on PATH)")
+        .hint("install it: sudo apt-get install tmux (Debian/Ubuntu), sudo dnf install tmux (Fedora), brew install tmux (macOS)")
+}

@@ -1,0 +1,175 @@
+//! `volee`: supervise AI coding agents from inside tmux. Parses, dispatches, prints errors.
+
+mod commands;
+mod error;
+mod pane_exec;
+mod tmux_ui;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "volee",
+    version,
+    about = "Supervise AI coding agents in tmux: which one needs you, what each is doing, how to get back to it",
+    propagate_version = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start the daemon, load volee's tmux integration and attach to a session ready to launch agents.
+    Up {
+        /// Do not attach; just set everything up.
+        #[arg(long)]
+        no_attach: bool,
+    },
+    /// Undo `volee up`: remove volee's key bindings and options, restore the status line, stop the daemon.
+    Down,
+    /// Start an agent in a new tmux window; prints its id.
+    Launch(commands::LaunchArgs),
+    /// List agents (launched and discovered); --all adds ended ones.
+    Ls {
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one agent.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Why an agent is in its state: every source's latest observation and the rule that decided.
+    Explain {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wait until an agent reaches one of the states; prints the state it ends in.
+    Wait {
+        id: String,
+        /// States to wait for, comma-separated (working, needs_you, idle, done, failed, stopped).
+        #[arg(long, value_name = "STATE[,STATE…]")]
+        until: String,
+        /// Give up after this many seconds (exit 1).
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<f64>,
+    },
+    /// Bring this terminal to the agent's pane (inside tmux: switch; outside: attach).
+    Attach { id: String },
+    /// End the agent and its whole process group (state `stopped`).
+    Stop { id: String },
+    /// Interrupt the current turn without ending the agent.
+    Interrupt { id: String },
+    /// Print the last lines of the agent's screen, escape sequences removed.
+    Peek {
+        id: String,
+        #[arg(short = 'n', long, default_value_t = 20)]
+        lines: u32,
+    },
+    /// Forget an ended agent (and close its dead pane).
+    Rm { id: String },
+    /// Forget every ended agent older than the configured retention.
+    Prune,
+    /// One-line summary: counts by state.
+    Status {
+        #[arg(long, value_enum, default_value_t = commands::StatusFormat::Plain)]
+        format: commands::StatusFormat,
+    },
+    /// Run the daemon (normally started on demand), or stop it.
+    Daemon {
+        #[command(subcommand)]
+        action: Option<DaemonAction>,
+        /// Stay in the foreground and log to stderr too.
+        #[arg(long)]
+        foreground: bool,
+    },
+    /// Install volee's options, key bindings and status line into a tmux server (idempotent).
+    TmuxInit {
+        /// The tmux server's socket (default: the one you are in, else tmux's default).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+    },
+    /// The picker: a tmux menu of agents that switches to the chosen one (bound to a key).
+    Pick {
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// The tmux client to show the menu on.
+        #[arg(long)]
+        client: Option<String>,
+    },
+    /// Switch to the next agent that needs you (bound to a key).
+    Next {
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        #[arg(long)]
+        client: Option<String>,
+    },
+    /// Launch the command line typed at the tmux launch prompt (bound to a key).
+    #[command(hide = true)]
+    LaunchLine {
+        #[arg(long)]
+        socket: PathBuf,
+        #[arg(long)]
+        pane: String,
+        #[arg(long)]
+        client: Option<String>,
+    },
+    /// Internal: the first process of an agent pane; takes the caller's environment and execs the command.
+    #[command(hide = true)]
+    PaneExec {
+        env_file: PathBuf,
+        #[arg(last = true, required = true)]
+        command: Vec<std::ffi::OsString>,
+    },
+}
+
+#[derive(Subcommand)]
+enum DaemonAction {
+    /// Stop the running daemon (agents keep running and are found again on the next start).
+    Stop,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Up { no_attach } => tmux_ui::up(no_attach),
+        Command::Down => tmux_ui::down(),
+        Command::Launch(args) => commands::launch(args),
+        Command::Ls { all, json } => commands::ls(all, json),
+        Command::Show { id, json } => commands::show(&id, json),
+        Command::Explain { id, json } => commands::explain(&id, json),
+        Command::Wait { id, until, timeout } => commands::wait(&id, &until, timeout),
+        Command::Attach { id } => tmux_ui::attach(&id),
+        Command::Stop { id } => commands::stop(&id),
+        Command::Interrupt { id } => commands::interrupt(&id),
+        Command::Peek { id, lines } => commands::peek(&id, lines),
+        Command::Rm { id } => commands::rm(&id),
+        Command::Prune => commands::prune(),
+        Command::Status { format } => commands::status(format),
+        Command::Daemon { action, foreground } => match action {
+            Some(DaemonAction::Stop) => commands::daemon_stop(),
+            None => commands::daemon(foreground),
+        },
+        Command::TmuxInit { socket } => tmux_ui::tmux_init(socket),
+        Command::Pick { socket, client } => tmux_ui::pick(socket, client),
+        Command::Next { socket, client } => tmux_ui::next(socket, client),
+        Command::LaunchLine {
+            socket,
+            pane,
+            client,
+        } => tmux_ui::launch_line(&socket, &pane, client),
+        Command::PaneExec { env_file, command } => pane_exec::run(&env_file, &command),
+    };
+    if let Err(e) = result {
+        e.print();
+        std::process::exit(e.exit as i32);
+    }
+}

@@ -1,0 +1,67 @@
+//! `volee pane-exec ENV_FILE -- COMMAND…`: the first process of every agent pane.
+//!
+//! tmux starts panes with the tmux server's environment, not the caller's. The daemon writes the
+//! caller's cwd and environment to a private file once the pane is marked (`remain-on-exit`,
+//! `@volee-agent`); this waits for it, deletes it, and `exec`s the command with exactly that
+//! environment — so no helper process stays behind and an instant exit still leaves its status.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::error::{CliError, CliResult, Exit};
+
+/// How long a pane waits for the daemon to hand over the environment.
+const HANDOVER_TIMEOUT: Duration = Duration::from_secs(15);
+
+pub fn run(env_file: &Path, command: &[OsString]) -> CliResult {
+    let deadline = Instant::now() + HANDOVER_TIMEOUT;
+    let bytes =
+        loop {
+            match std::fs::read(env_file) {
+                Ok(bytes) => break bytes,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(3));
+                }
+                Err(e) => return Err(CliError::from_error(Exit::Internal, &e).hint(
+                    "the volee daemon did not finish this launch; close this pane and launch again",
+                )),
+            }
+        };
+    let _ = std::fs::remove_file(env_file);
+    let mut fields = bytes.split(|&b| b == 0);
+    let cwd = OsString::from_vec(fields.next().unwrap_or_default().to_vec());
+    let Some((program, args)) = command.split_first() else {
+        return Err(CliError::user("pane-exec needs a command"));
+    };
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args).env_clear();
+    for field in fields.filter(|f| !f.is_empty()) {
+        if let Some(eq) = field.iter().position(|&b| b == b'=') {
+            let key = OsString::from_vec(field[..eq].to_vec());
+            // The pane's own tmux variables describe where it really runs.
+            if key == "TMUX" || key == "TMUX_PANE" {
+                continue;
+            }
+            cmd.env(key, OsString::from_vec(field[eq + 1..].to_vec()));
+        }
+    }
+    for key in ["TMUX", "TMUX_PANE"] {
+        if let Some(v) = std::env::var_os(key) {
+            cmd.env(key, v);
+        }
+    }
+    if !cwd.is_empty() {
+        cmd.current_dir(&cwd);
+    }
+    let err = cmd.exec();
+    let code = if err.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    };
+    eprintln!("volee: cannot run {}: {err}", program.to_string_lossy());
+    std::process::exit(code);
+}

@@ -1,0 +1,579 @@
+//! volee inside the user's own tmux server: `up`, `down`, `tmux-init`, `attach`, the picker,
+//! jump-to-next and the launch prompt.
+//!
+//! volee never overwrites what the user set: options live under `@volee-*`, a key that is already
+//! bound is left alone (and reported), `status-right` is saved before volee adds its placeholder
+//! and restored by `volee down`. What volee added is recorded in `@volee-*` options so `down`
+//! removes exactly that.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use volee_protocol::{AgentView, Host, Request, Response};
+use volee_tmux::server::TmuxServer;
+
+use crate::commands::{ask, caller_socket, client, inside_server, now_secs, out, paths};
+use crate::error::{tmux_missing, CliError, CliResult, Exit};
+
+/// The placeholder a user puts in `status-right` (or `status-left`).
+const PLACEHOLDER: &str = "#{volee_status}";
+/// What volee puts there: the option the daemon pushes into.
+const STATUS_FORMAT: &str = "#{@volee-status}";
+
+/// Key bindings: (option naming the key, default key, what it does).
+const BINDINGS: &[(&str, &str, Binding)] = &[
+    ("@volee-key-picker", "a", Binding::Picker),
+    ("@volee-key-next", "A", Binding::Next),
+    ("@volee-key-launch", "V", Binding::Launch),
+];
+
+#[derive(Clone, Copy)]
+enum Binding {
+    Picker,
+    Next,
+    Launch,
+}
+
+fn volee_bin() -> CliResult<String> {
+    std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .map_err(|e| CliError::from_error(Exit::Internal, &e))
+}
+
+/// Quote for `sh` (run-shell runs its command through the shell).
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn binding_command(binding: Binding, bin: &str) -> Vec<String> {
+    let bin = sh_quote(bin);
+    let common = "--socket '#{socket_path}' --client '#{client_name}'";
+    match binding {
+        Binding::Picker => vec![
+            "run-shell".into(),
+            "-b".into(),
+            format!("{bin} pick {common}"),
+        ],
+        Binding::Next => vec![
+            "run-shell".into(),
+            "-b".into(),
+            format!("{bin} next {common}"),
+        ],
+        Binding::Launch => vec![
+            "command-prompt".into(),
+            "-p".into(),
+            "volee launch:".into(),
+            format!(
+                "set-option -g @volee-launch-line \"%%%\" ; run-shell -b \"{bin} launch-line --socket '#{{socket_path}}' --pane '#{{pane_id}}' --client '#{{client_name}}'\""
+            ),
+        ],
+    }
+}
+
+fn option(server: &TmuxServer, name: &str) -> Option<String> {
+    server
+        .run(&["show-option", "-gqv", name])
+        .ok()
+        .map(|v| v.trim_end_matches('\n').to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// Is `key` bound in the prefix table to something other than what volee bound?
+fn key_taken(server: &TmuxServer, key: &str, ours: &[String]) -> bool {
+    if ours.iter().any(|k| k == key) {
+        return false;
+    }
+    server
+        .run(&["list-keys", "-T", "prefix", key])
+        .map(|o| !o.trim().is_empty())
+        .unwrap_or(false)
+}
+
+/// Install options, bindings and the status placeholder; idempotent. Returns warnings.
+fn init_server(server: &TmuxServer) -> CliResult<Vec<String>> {
+    let bin = volee_bin()?;
+    let mut warnings = Vec::new();
+    server.run(&["set-option", "-g", "@volee-bin", &bin])?;
+
+    // Status line: replace the user's placeholder, or append when there is none.
+    let status_right = server
+        .run(&["show-option", "-gv", "status-right"])?
+        .trim_end_matches('\n')
+        .to_string();
+    if !status_right.contains(STATUS_FORMAT) {
+        if option(server, "@volee-saved-status-right").is_none() {
+            server.run(&[
+                "set-option",
+                "-g",
+                "@volee-saved-status-right",
+                &status_right,
+            ])?;
+        }
+        let new = if status_right.contains(PLACEHOLDER) {
+            status_right.replace(PLACEHOLDER, STATUS_FORMAT)
+        } else {
+            format!("{STATUS_FORMAT} {status_right}")
+        };
+        server.run(&["set-option", "-g", "status-right", &new])?;
+        server.run(&["set-option", "-g", "@volee-set-status-right", &new])?;
+        // Make room for the counts when the user kept tmux's default length.
+        if server
+            .run(&["show-option", "-gv", "status-right-length"])
+            .map(|v| v.trim().parse::<u32>().unwrap_or(0) < 80)
+            .unwrap_or(false)
+            && option(server, "@volee-saved-status-right-length").is_none()
+        {
+            let old = server.run(&["show-option", "-gv", "status-right-length"])?;
+            server.run(&[
+                "set-option",
+                "-g",
+                "@volee-saved-status-right-length",
+                old.trim(),
+            ])?;
+            server.run(&["set-option", "-g", "status-right-length", "80"])?;
+        }
+    }
+    if option(server, "@volee-status").is_none() {
+        server.run(&["set-option", "-g", "@volee-status", "volee"])?;
+    }
+
+    // Key bindings in the prefix table, never over a user's own binding.
+    let ours: Vec<String> = option(server, "@volee-bound-keys")
+        .map(|v| v.split_whitespace().map(String::from).collect())
+        .unwrap_or_default();
+    let mut bound = Vec::new();
+    for (opt, default, binding) in BINDINGS {
+        let key = option(server, opt).unwrap_or_else(|| (*default).to_string());
+        if key == "none" {
+            continue;
+        }
+        if key_taken(server, &key, &ours) {
+            warnings.push(format!(
+                "prefix {key} is already bound; volee left it alone (choose another key with: tmux set -g {opt} KEY)"
+            ));
+            continue;
+        }
+        let mut args = vec![
+            "bind-key".to_string(),
+            "-T".into(),
+            "prefix".into(),
+            key.clone(),
+        ];
+        args.extend(binding_command(*binding, &bin));
+        server.run(&args)?;
+        bound.push(key);
+    }
+    // Keys volee bound before under another option value are released.
+    for old in ours.iter().filter(|k| !bound.contains(k)) {
+        let _ = server.run(&["unbind-key", "-T", "prefix", old]);
+    }
+    server.run(&["set-option", "-g", "@volee-bound-keys", &bound.join(" ")])?;
+    Ok(warnings)
+}
+
+/// Remove everything `init_server` added.
+fn down_server(server: &TmuxServer) -> CliResult {
+    if let Some(keys) = option(server, "@volee-bound-keys") {
+        for key in keys.split_whitespace() {
+            let _ = server.run(&["unbind-key", "-T", "prefix", key]);
+        }
+    }
+    let current = server
+        .run(&["show-option", "-gv", "status-right"])
+        .map(|s| s.trim_end_matches('\n').to_string())
+        .unwrap_or_default();
+    let set_by_us = option(server, "@volee-set-status-right");
+    if let Some(saved) = option(server, "@volee-saved-status-right").or(Some(String::new())) {
+        if set_by_us.as_deref() == Some(current.as_str()) {
+            // The user did not touch it since: put theirs back as it was.
+            server.run(&["set-option", "-g", "status-right", &saved])?;
+        } else if current.contains(STATUS_FORMAT) {
+            // The user edited it meanwhile: only take volee's part out.
+            let restored = current
+                .replace(&format!("{STATUS_FORMAT} "), "")
+                .replace(STATUS_FORMAT, PLACEHOLDER);
+            server.run(&["set-option", "-g", "status-right", &restored])?;
+        }
+    }
+    if let Some(len) = option(server, "@volee-saved-status-right-length") {
+        let _ = server.run(&["set-option", "-g", "status-right-length", &len]);
+    }
+    for opt in [
+        "@volee-status",
+        "@volee-bin",
+        "@volee-bound-keys",
+        "@volee-saved-status-right",
+        "@volee-set-status-right",
+        "@volee-saved-status-right-length",
+        "@volee-launch-line",
+    ] {
+        let _ = server.run(&["set-option", "-gu", opt]);
+    }
+    Ok(())
+}
+
+pub fn tmux_init(socket: Option<PathBuf>) -> CliResult {
+    volee_tmux::server::version()?;
+    let socket = caller_socket(socket);
+    let server = TmuxServer::new(&socket);
+    if !server.is_running() {
+        return Err(
+            CliError::env(format!("no tmux server is running on {}", socket.display()))
+                .hint("start tmux first, or run `volee up`"),
+        );
+    }
+    for w in init_server(&server)? {
+        eprintln!("warning: {w}");
+    }
+    ask(&Request::TmuxInit {
+        socket: socket.display().to_string(),
+        volee_bin: volee_bin()?,
+    })?;
+    Ok(())
+}
+
+pub fn up(no_attach: bool) -> CliResult {
+    volee_tmux::server::version().map_err(|_| tmux_missing())?;
+    client()?;
+    let socket = caller_socket(None);
+    let server = TmuxServer::new(&socket);
+    let inside = inside_server(&socket);
+    if !inside && !server.has_session("volee") {
+        let cwd = std::env::current_dir().map_err(|e| CliError::from_error(Exit::User, &e))?;
+        server.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "volee",
+            "-c",
+            &cwd.display().to_string(),
+        ])?;
+    }
+    tmux_init(Some(socket.clone()))?;
+    let summary = match ask(&Request::List { all: true })? {
+        Response::Agents { agents } => {
+            volee_view::status_plain(&volee_view::Counts::from_agents(&agents))
+        }
+        _ => String::new(),
+    };
+    out(&format!(
+        "volee is up: {summary}. Keys: prefix a (picker), prefix A (next needing you), prefix V (launch)."
+    ));
+    if inside || no_attach || !stdin_is_tty() {
+        if !inside {
+            out("attach with: tmux attach -t volee");
+        }
+        return Ok(());
+    }
+    let err = server
+        .command()
+        .args(["attach-session", "-t", "=volee"])
+        .exec();
+    Err(CliError::from_error(Exit::Environment, &err))
+}
+
+fn stdin_is_tty() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal()
+}
+
+pub fn down() -> CliResult {
+    let paths = paths();
+    let mut sockets = vec![caller_socket(None)];
+    // The daemon's record of servers where it installed itself (read-only here).
+    if let Ok(text) = std::fs::read_to_string(paths.registry()) {
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+            if let Some(list) = v["tmux_servers"].as_array() {
+                sockets.extend(list.iter().filter_map(|s| s.as_str()).map(PathBuf::from));
+            }
+        }
+    }
+    sockets.sort();
+    sockets.dedup();
+    let tmux_present = volee_tmux::server::version().is_ok();
+    for socket in &sockets {
+        let server = TmuxServer::new(socket);
+        if tmux_present && server.is_running() {
+            down_server(&server)?;
+            if let Ok(mut c) = volee_daemon::Client::connect(&paths) {
+                let _ = c.request(&Request::TmuxDown {
+                    socket: socket.display().to_string(),
+                });
+            }
+        }
+    }
+    crate::commands::daemon_stop()?;
+    out(
+        "volee is down: its key bindings, options and status line are removed; agents keep running",
+    );
+    Ok(())
+}
+
+fn agent(id: &str) -> CliResult<AgentView> {
+    match ask(&Request::Show { id: id.into() })? {
+        Response::Agent { agent } => Ok(agent),
+        other => Err(CliError::from_response(other)),
+    }
+}
+
+/// The terminal this process runs on, as tmux names clients (`/dev/pts/3`).
+fn own_tty() -> Option<String> {
+    nix::unistd::ttyname(std::io::stdin())
+        .ok()
+        .map(|p| p.display().to_string())
+}
+
+pub fn attach(id: &str) -> CliResult {
+    let agent = agent(id)?;
+    let Host::Tmux {
+        socket,
+        session,
+        pane,
+        ..
+    } = &agent.host
+    else {
+        return Err(CliError::user(format!(
+            "agent {} is not in a tmux pane",
+            agent.id
+        )));
+    };
+    volee_tmux::server::version()?;
+    let server = TmuxServer::new(socket);
+    let pane_exists = server
+        .run(&["display-message", "-p", "-t", pane, "#{pane_id}"])
+        .map(|p| p.trim() == pane)
+        .unwrap_or(false);
+    if !pane_exists {
+        return Err(CliError::user(format!(
+            "agent {} ({}) has no pane any more: it is {}",
+            agent.id, agent.name, agent.state
+        ))
+        .hint(format!("see what happened: volee explain {}", agent.id)));
+    }
+    if std::env::var_os("TMUX").is_some() {
+        if !inside_server(Path::new(socket)) {
+            return Err(CliError::user(format!(
+                "agent {} runs on another tmux server ({socket})",
+                agent.id
+            ))
+            .hint("detach from this tmux first, then run volee attach again"));
+        }
+        let mut args = vec!["switch-client".to_string()];
+        if let Some(tty) = own_tty() {
+            args.extend(["-c".into(), tty]);
+        }
+        args.extend(["-t".into(), pane.clone()]);
+        server.run(&args)?;
+        return Ok(());
+    }
+    if !stdin_is_tty() {
+        return Err(
+            CliError::user("volee attach needs a terminal").hint(format!(
+                "or attach yourself: tmux -S {socket} attach -t {pane}"
+            )),
+        );
+    }
+    let _ = session;
+    let err = server
+        .command()
+        .args(["attach-session", "-t", pane.as_str()])
+        .exec();
+    Err(CliError::from_error(Exit::Environment, &err))
+}
+
+/// Run a tmux command on behalf of a key binding; errors go to the user's status line.
+fn tell(server: &TmuxServer, client: Option<&str>, message: &str) {
+    let mut args = vec!["display-message".to_string()];
+    if let Some(c) = client {
+        args.extend(["-c".into(), c.to_string()]);
+    }
+    // display-message also applies strftime: `%` must be doubled as well as `#`.
+    args.push(volee_view::tmux_text(message, 200).replace('%', "%%"));
+    let _ = server.run(&args);
+}
+
+fn switch_command(client: Option<&str>, agent: &AgentView, socket: &Path) -> String {
+    match &agent.host {
+        Host::Tmux {
+            socket: s, pane, ..
+        } if Path::new(s) == socket => match client {
+            Some(c) => format!("switch-client -c '{}' -t '{pane}'", c.replace('\'', "")),
+            None => format!("switch-client -t '{pane}'"),
+        },
+        _ => format!(
+            "display-message 'volee: {} is not on this tmux server'",
+            agent.id
+        ),
+    }
+}
+
+pub fn pick(socket: Option<PathBuf>, client_name: Option<String>) -> CliResult {
+    let socket = caller_socket(socket);
+    let server = TmuxServer::new(&socket);
+    let agents = match ask(&Request::List { all: true }) {
+        Ok(Response::Agents { agents }) => agents,
+        Ok(_) => Vec::new(),
+        Err(e) => {
+            tell(
+                &server,
+                client_name.as_deref(),
+                &format!("volee: {}", e.message),
+            );
+            return Err(e);
+        }
+    };
+    let items = volee_view::menu_items(&agents, now_secs());
+    if items.is_empty() {
+        tell(
+            &server,
+            client_name.as_deref(),
+            "volee: no agents (prefix V launches one)",
+        );
+        return Ok(());
+    }
+    let mut args: Vec<String> = vec!["display-menu".into()];
+    if let Some(c) = &client_name {
+        args.extend(["-c".into(), c.clone()]);
+    }
+    args.extend([
+        "-T".into(),
+        "#[align=centre] volee ".into(),
+        "-x".into(),
+        "C".into(),
+        "-y".into(),
+        "C".into(),
+    ]);
+    for item in &items {
+        let Some(agent) = agents.iter().find(|a| a.id == item.agent_id) else {
+            continue;
+        };
+        args.push(item.label.clone());
+        args.push(item.key.clone());
+        args.push(switch_command(client_name.as_deref(), agent, &socket));
+    }
+    server.run(&args)?;
+    Ok(())
+}
+
+pub fn next(socket: Option<PathBuf>, client_name: Option<String>) -> CliResult {
+    let socket = caller_socket(socket);
+    let server = TmuxServer::new(&socket);
+    let agents = match ask(&Request::List { all: false })? {
+        Response::Agents { agents } => agents,
+        other => return Err(CliError::from_response(other)),
+    };
+    // Start after the agent the client is looking at, so repeated presses cycle.
+    let mut current_pane_args = vec!["display-message".to_string(), "-p".into()];
+    if let Some(c) = &client_name {
+        current_pane_args.extend(["-c".into(), c.clone()]);
+    }
+    current_pane_args.push("#{pane_id}".into());
+    let current_pane = server
+        .run(&current_pane_args)
+        .map(|p| p.trim().to_string())
+        .unwrap_or_default();
+    let current = agents.iter().find(|a| {
+        matches!(&a.host, Host::Tmux { pane, socket: s, .. } if *pane == current_pane && Path::new(s) == socket)
+    });
+    match volee_view::next_needing_you(&agents, current.map(|a| a.id.as_str())) {
+        Some(agent) => {
+            let Host::Tmux { pane, .. } = &agent.host else {
+                return Ok(());
+            };
+            let mut args = vec!["switch-client".to_string()];
+            if let Some(c) = &client_name {
+                args.extend(["-c".into(), c.clone()]);
+            }
+            args.extend(["-t".into(), pane.clone()]);
+            server.run(&args)?;
+        }
+        None => tell(&server, client_name.as_deref(), "volee: no agent needs you"),
+    }
+    Ok(())
+}
+
+/// The launch prompt's line: run it through the user's shell in the pane's directory.
+pub fn launch_line(socket: &Path, pane: &str, client_name: Option<String>) -> CliResult {
+    let server = TmuxServer::new(socket);
+    let line = option(&server, "@volee-launch-line").unwrap_or_default();
+    let _ = server.run(&["set-option", "-gu", "@volee-launch-line"]);
+    let line = line.trim().to_string();
+    if line.is_empty() {
+        return Ok(());
+    }
+    let cwd = server
+        .run(&["display-message", "-p", "-t", pane, "#{pane_current_path}"])
+        .map(|p| p.trim_end_matches('\n').to_string())
+        .unwrap_or_default();
+    let session = server
+        .run(&["display-message", "-p", "-t", pane, "#{session_name}"])
+        .map(|p| p.trim_end_matches('\n').to_string())
+        .ok();
+    let shell = std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into());
+    let name_base: String = line
+        .split_whitespace()
+        .next()
+        .map(|w| w.rsplit('/').next().unwrap_or(w).to_string())
+        .unwrap_or_default();
+    let mut client = client()?;
+    let existing = match client.request(&Request::List { all: false })? {
+        Response::Agents { agents } => agents,
+        _ => Vec::new(),
+    };
+    let name = (1..)
+        .map(|n| {
+            if n == 1 {
+                name_base.clone()
+            } else {
+                format!("{name_base}-{n}")
+            }
+        })
+        .find(|n| !existing.iter().any(|a| &a.name == n) && !n.is_empty());
+    let env: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| k != "TMUX" && k != "TMUX_PANE")
+        .collect();
+    let req = volee_protocol::LaunchRequest {
+        harness: "generic".into(),
+        command: vec![shell, "-c".into(), line],
+        cwd: if cwd.is_empty() {
+            std::env::var("HOME").unwrap_or_else(|_| "/".into())
+        } else {
+            cwd
+        },
+        name,
+        env,
+        tmux_socket: socket.display().to_string(),
+        tmux_session: session.filter(|s| !s.is_empty()),
+        caller_pane: Some(pane.to_string()),
+    };
+    match client.request(&Request::Launch(req))? {
+        Response::Agent { agent } => {
+            tell(
+                &server,
+                client_name.as_deref(),
+                &format!("volee: launched {} ({})", agent.name, agent.id),
+            );
+            Ok(())
+        }
+        other => {
+            let e = CliError::from_response(other);
+            tell(
+                &server,
+                client_name.as_deref(),
+                &format!("volee: {}", e.message),
+            );
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quoting_survives_quotes() {
+        assert_eq!(sh_quote("/opt/it's/volee"), r"'/opt/it'\''s/volee'");
+    }
+}

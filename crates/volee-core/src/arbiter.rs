@@ -1,0 +1,365 @@
+//! The state arbiter: observations in, one state with its source and evidence out.
+//!
+//! Pure: the caller passes the clock (`now`, epoch milliseconds) so every rule is testable and
+//! `volee explain` can replay the decision exactly.
+
+use serde::{Deserialize, Serialize};
+use volee_protocol::{AgentState, StateSource};
+
+/// Epoch milliseconds.
+pub type Millis = u64;
+
+/// Tunables of the generic rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArbiterConfig {
+    /// Output within this window means `working` (ARCHITECTURE.md section 4: ~2 s).
+    pub working_window_ms: u64,
+}
+
+impl Default for ArbiterConfig {
+    fn default() -> Self {
+        ArbiterConfig {
+            working_window_ms: 2000,
+        }
+    }
+}
+
+/// A screen rule that matched the pane's last line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptMatch {
+    pub at: Millis,
+    /// Rule id from the profile (`generic.yes-no`).
+    pub rule: String,
+    /// The matched line (agent-controlled text).
+    pub text: String,
+}
+
+/// How the agent's process ended, as the multiplexer reported it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitFact {
+    pub at: Millis,
+    /// Exit status when it exited normally.
+    pub status: Option<i32>,
+    /// Signal number when it was killed.
+    pub signal: Option<i32>,
+}
+
+/// Everything observed about one agent, latest per kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Signals {
+    /// Last output that was more than a bare bell.
+    pub last_output: Option<Millis>,
+    pub last_bell: Option<Millis>,
+    pub prompt: Option<PromptMatch>,
+    pub title: Option<(Millis, String)>,
+    pub exit: Option<ExitFact>,
+    /// `volee stop` asked for it.
+    pub stop_requested: Option<Millis>,
+    /// Its pane or window disappeared without an exit status (the user killed it).
+    pub pane_gone: Option<Millis>,
+    /// Its multiplexer server is gone.
+    pub host_lost: Option<Millis>,
+}
+
+/// The arbiter's verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    pub state: AgentState,
+    pub source: StateSource,
+    /// When the evidence for this state appeared (the transition time).
+    pub at: Millis,
+    /// Short evidence: `bell`, `exit 3`, `rule generic.yes-no: "Continue? [y/N]"`.
+    pub evidence: String,
+    /// The rule that decided, in one sentence, for `volee explain`.
+    pub rule: String,
+    /// When the decision may change without a new observation (working → idle).
+    pub recheck_at: Option<Millis>,
+}
+
+/// Exit status and signal of a dead process, as `exit_status` in the agent object shows them
+/// (signals as 128 + number, the shell convention).
+pub fn exit_status_of(exit: &ExitFact) -> Option<i32> {
+    match (exit.status, exit.signal) {
+        (_, Some(sig)) => Some(128 + sig),
+        (Some(status), None) => Some(status),
+        (None, None) => None,
+    }
+}
+
+/// Decide the state of an agent started at `created` from its signals at time `now`.
+pub fn decide(signals: &Signals, created: Millis, now: Millis, cfg: &ArbiterConfig) -> Decision {
+    if let Some(d) = decide_final(signals) {
+        return d;
+    }
+    let last_output = signals.last_output;
+    let active_since = last_output.unwrap_or(created).max(created);
+
+    // needs_you needs positive evidence newer than the last output; silence never implies it.
+    let bell = signals
+        .last_bell
+        .filter(|&b| last_output.is_none_or(|o| b >= o));
+    let prompt = signals
+        .prompt
+        .as_ref()
+        .filter(|p| last_output.is_none_or(|o| p.at >= o));
+    match (bell, prompt) {
+        (Some(b), Some(p)) if p.at < b => return prompt_decision(p),
+        (Some(b), _) => {
+            return Decision {
+                state: AgentState::NeedsYou,
+                source: StateSource::Multiplexer,
+                at: b,
+                evidence: "bell".into(),
+                rule: "the pane rang the bell after its last output; new output clears it".into(),
+                recheck_at: None,
+            }
+        }
+        (None, Some(p)) => return prompt_decision(p),
+        (None, None) => {}
+    }
+
+    let quiet_at = active_since.saturating_add(cfg.working_window_ms);
+    if now < quiet_at {
+        let (evidence, rule) = if last_output.is_some() {
+            (
+                "output",
+                "the pane printed output within the working window",
+            )
+        } else {
+            ("launched", "the agent started within the working window")
+        };
+        Decision {
+            state: AgentState::Working,
+            source: StateSource::Multiplexer,
+            at: active_since,
+            evidence: evidence.into(),
+            rule: format!("{rule} ({} ms)", cfg.working_window_ms),
+            recheck_at: Some(quiet_at),
+        }
+    } else {
+        Decision {
+            state: AgentState::Idle,
+            source: StateSource::Multiplexer,
+            at: quiet_at,
+            evidence: "silence".into(),
+            rule: format!(
+                "no output for {} ms and no prompt or bell",
+                cfg.working_window_ms
+            ),
+            recheck_at: None,
+        }
+    }
+}
+
+fn prompt_decision(p: &PromptMatch) -> Decision {
+    Decision {
+        state: AgentState::NeedsYou,
+        source: StateSource::Screen,
+        at: p.at,
+        evidence: format!("rule {}: {:?}", p.rule, p.text),
+        rule: "the last screen line is a known prompt; new output clears it".into(),
+        recheck_at: None,
+    }
+}
+
+/// Exit facts win over everything else.
+fn decide_final(signals: &Signals) -> Option<Decision> {
+    if let Some(stop) = signals.stop_requested {
+        if signals.exit.is_some() || signals.pane_gone.is_some() || signals.host_lost.is_some() {
+            return Some(Decision {
+                state: AgentState::Stopped,
+                source: StateSource::Process,
+                at: stop,
+                evidence: "volee stop".into(),
+                rule: "ended through volee stop".into(),
+                recheck_at: None,
+            });
+        }
+    }
+    if let Some(exit) = &signals.exit {
+        let (state, evidence, rule) = match (exit.status, exit.signal) {
+            (_, Some(sig)) => (
+                AgentState::Failed,
+                format!("killed by signal {sig}"),
+                "killed by a signal volee did not send",
+            ),
+            (Some(0), None) => (
+                AgentState::Done,
+                "exit 0".to_string(),
+                "the process exited with status 0",
+            ),
+            (Some(code), None) => (
+                AgentState::Failed,
+                format!("exit {code}"),
+                "the process exited with a non-zero status",
+            ),
+            (None, None) => (
+                AgentState::Failed,
+                "exit (status unknown)".to_string(),
+                "the process ended and its status could not be read",
+            ),
+        };
+        return Some(Decision {
+            state,
+            source: StateSource::Multiplexer,
+            at: exit.at,
+            evidence,
+            rule: rule.into(),
+            recheck_at: None,
+        });
+    }
+    if let Some(gone) = signals.pane_gone {
+        return Some(Decision {
+            state: AgentState::Stopped,
+            source: StateSource::Multiplexer,
+            at: gone,
+            evidence: "pane closed".into(),
+            rule: "its pane or window was killed before the process reported an exit".into(),
+            recheck_at: None,
+        });
+    }
+    if let Some(lost) = signals.host_lost {
+        return Some(Decision {
+            state: AgentState::Stopped,
+            source: StateSource::Multiplexer,
+            at: lost,
+            evidence: "tmux server gone".into(),
+            rule: "its multiplexer server is no longer running".into(),
+            recheck_at: None,
+        });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CFG: ArbiterConfig = ArbiterConfig {
+        working_window_ms: 2000,
+    };
+
+    fn signals() -> Signals {
+        Signals::default()
+    }
+
+    #[test]
+    fn fresh_agent_is_working_then_idle() {
+        let s = signals();
+        let d = decide(&s, 1000, 1500, &CFG);
+        assert_eq!(d.state, AgentState::Working);
+        assert_eq!(d.recheck_at, Some(3000));
+        let d = decide(&s, 1000, 3000, &CFG);
+        assert_eq!(d.state, AgentState::Idle);
+        assert_eq!(d.at, 3000);
+        assert_eq!(d.evidence, "silence");
+    }
+
+    #[test]
+    fn output_keeps_it_working() {
+        let s = Signals {
+            last_output: Some(5000),
+            ..signals()
+        };
+        assert_eq!(decide(&s, 1000, 6999, &CFG).state, AgentState::Working);
+        assert_eq!(decide(&s, 1000, 7000, &CFG).state, AgentState::Idle);
+    }
+
+    #[test]
+    fn bell_means_needs_you_until_new_output() {
+        let mut s = Signals {
+            last_output: Some(5000),
+            last_bell: Some(5000),
+            ..signals()
+        };
+        let d = decide(&s, 1000, 9000, &CFG);
+        assert_eq!(d.state, AgentState::NeedsYou);
+        assert_eq!(d.source, StateSource::Multiplexer);
+        assert_eq!(d.evidence, "bell");
+        s.last_output = Some(9100);
+        assert_eq!(decide(&s, 1000, 9200, &CFG).state, AgentState::Working);
+    }
+
+    #[test]
+    fn prompt_line_means_needs_you() {
+        let s = Signals {
+            last_output: Some(5000),
+            prompt: Some(PromptMatch {
+                at: 5200,
+                rule: "generic.yes-no".into(),
+                text: "Continue? [y/N]".into(),
+            }),
+            ..signals()
+        };
+        let d = decide(&s, 1000, 5300, &CFG);
+        assert_eq!(d.state, AgentState::NeedsYou);
+        assert_eq!(d.source, StateSource::Screen);
+        assert!(d.evidence.contains("generic.yes-no"));
+    }
+
+    #[test]
+    fn stale_prompt_does_not_count() {
+        let s = Signals {
+            last_output: Some(6000),
+            prompt: Some(PromptMatch {
+                at: 5200,
+                rule: "generic.yes-no".into(),
+                text: "x".into(),
+            }),
+            ..signals()
+        };
+        assert_eq!(decide(&s, 1000, 6100, &CFG).state, AgentState::Working);
+    }
+
+    #[test]
+    fn exits_decide_done_failed_stopped() {
+        let exit = |status, signal| Signals {
+            exit: Some(ExitFact {
+                at: 7000,
+                status,
+                signal,
+            }),
+            last_bell: Some(6000),
+            ..signals()
+        };
+        assert_eq!(
+            decide(&exit(Some(0), None), 0, 8000, &CFG).state,
+            AgentState::Done
+        );
+        let failed = decide(&exit(Some(3), None), 0, 8000, &CFG);
+        assert_eq!(failed.state, AgentState::Failed);
+        assert_eq!(failed.evidence, "exit 3");
+        assert_eq!(
+            decide(&exit(None, Some(9)), 0, 8000, &CFG).state,
+            AgentState::Failed
+        );
+        let mut stopped = exit(None, Some(15));
+        stopped.stop_requested = Some(6900);
+        assert_eq!(decide(&stopped, 0, 8000, &CFG).state, AgentState::Stopped);
+        let gone = Signals {
+            pane_gone: Some(7000),
+            ..signals()
+        };
+        assert_eq!(decide(&gone, 0, 8000, &CFG).state, AgentState::Stopped);
+    }
+
+    #[test]
+    fn stop_request_alone_is_not_final() {
+        let s = Signals {
+            stop_requested: Some(5000),
+            last_output: Some(4900),
+            ..signals()
+        };
+        assert_eq!(decide(&s, 0, 5100, &CFG).state, AgentState::Working);
+    }
+
+    #[test]
+    fn exit_status_uses_shell_convention_for_signals() {
+        let e = ExitFact {
+            at: 0,
+            status: None,
+            signal: Some(9),
+        };
+        assert_eq!(exit_status_of(&e), Some(137));
+    }
+}

@@ -1,0 +1,540 @@
+//! The agent registry model: records, id and name rules, resolution, pruning.
+//!
+//! The daemon is its only writer; it persists [`RegistryFile`] as `agents.json`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use volee_protocol::{
+    AgentState, AgentView, Explanation, Host, ObservationView, Origin, ProfileFit, StateSource,
+};
+
+use crate::arbiter::{decide, exit_status_of, ArbiterConfig, Decision, Millis, Signals};
+
+/// Version of the `agents.json` layout.
+pub const REGISTRY_FORMAT: u32 = 1;
+
+/// What a launch knows about a new agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewAgent {
+    pub id: String,
+    pub name: String,
+    pub harness: String,
+    pub command: Vec<String>,
+    pub cwd: String,
+    pub host: Host,
+}
+
+/// One agent as the daemon remembers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentRecord {
+    pub id: String,
+    pub name: String,
+    pub harness: String,
+    pub origin: Origin,
+    pub command: Vec<String>,
+    pub cwd: String,
+    pub host: Host,
+    pub pid: Option<u32>,
+    pub created_at: Millis,
+    pub ended_at: Option<Millis>,
+    pub signals: Signals,
+    pub decision: Decision,
+    /// When the current state began.
+    pub state_since: Millis,
+}
+
+impl AgentRecord {
+    /// A freshly launched agent.
+    pub fn launched(new: NewAgent, now: Millis, cfg: &ArbiterConfig) -> AgentRecord {
+        let signals = Signals::default();
+        let decision = decide(&signals, now, now, cfg);
+        AgentRecord {
+            id: new.id,
+            name: new.name,
+            harness: new.harness,
+            origin: Origin::Launched,
+            command: new.command,
+            cwd: new.cwd,
+            host: new.host,
+            pid: None,
+            created_at: now,
+            ended_at: None,
+            signals,
+            state_since: decision.at.min(now),
+            decision,
+        }
+    }
+
+    pub fn state(&self) -> AgentState {
+        self.decision.state
+    }
+
+    /// Ended for good: its process is gone.
+    pub fn is_ended(&self) -> bool {
+        self.decision.state.is_final()
+    }
+
+    /// Re-run the arbiter; returns true when the visible state changed.
+    pub fn reevaluate(&mut self, now: Millis, cfg: &ArbiterConfig) -> bool {
+        if self.is_ended() {
+            return false;
+        }
+        let decision = decide(&self.signals, self.created_at, now, cfg);
+        let changed = decision.state != self.decision.state;
+        if changed {
+            self.state_since = decision.at.min(now);
+        }
+        if decision.state.is_final() {
+            self.ended_at = Some(decision.at.min(now));
+        }
+        let visible_change = changed || decision.evidence != self.decision.evidence;
+        self.decision = decision;
+        visible_change
+    }
+
+    pub fn view(&self) -> AgentView {
+        let host_pid = self.pid;
+        AgentView {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            harness: self.harness.clone(),
+            harness_version: None,
+            profile_fit: ProfileFit::Generic,
+            origin: self.origin,
+            state: self.decision.state,
+            state_source: self.decision.source,
+            state_since: rfc3339(self.state_since),
+            evidence: self.decision.evidence.clone(),
+            exit_status: self.signals.exit.as_ref().and_then(exit_status_of),
+            pid: host_pid,
+            cwd: self.cwd.clone(),
+            session_id: None,
+            host: self.host.clone(),
+            title: self.signals.title.as_ref().map(|(_, t)| t.clone()),
+            command: self.command.clone(),
+            created_at: rfc3339(self.created_at),
+            ended_at: self.ended_at.map(rfc3339),
+        }
+    }
+
+    /// Every source's latest observation and the rule that decided.
+    pub fn explain(&self) -> Explanation {
+        let s = &self.signals;
+        let mut obs = Vec::new();
+        let mut push = |source, kind: &str, at: Millis, evidence: String| {
+            obs.push(ObservationView {
+                source,
+                kind: kind.into(),
+                at: rfc3339_ms(at),
+                evidence,
+            })
+        };
+        push(
+            StateSource::Process,
+            "launch",
+            self.created_at,
+            format!("{} agent started", self.harness),
+        );
+        if let Some(at) = s.last_output {
+            push(StateSource::Multiplexer, "output", at, "pane output".into());
+        }
+        if let Some(at) = s.last_bell {
+            push(
+                StateSource::Multiplexer,
+                "bell",
+                at,
+                "BEL in pane output".into(),
+            );
+        }
+        if let Some((at, title)) = &s.title {
+            push(StateSource::Multiplexer, "title", *at, format!("{title:?}"));
+        }
+        if let Some(p) = &s.prompt {
+            push(
+                StateSource::Screen,
+                "prompt",
+                p.at,
+                format!("rule {} matched {:?}", p.rule, p.text),
+            );
+        }
+        if let Some(e) = &s.exit {
+            let text = match (e.status, e.signal) {
+                (_, Some(sig)) => format!("pane_dead_signal {sig}"),
+                (Some(st), None) => format!("pane_dead_status {st}"),
+                (None, None) => "pane dead, no status".into(),
+            };
+            push(StateSource::Multiplexer, "exit", e.at, text);
+        }
+        if let Some(at) = s.stop_requested {
+            push(StateSource::Process, "stop", at, "volee stop".into());
+        }
+        if let Some(at) = s.pane_gone {
+            push(
+                StateSource::Multiplexer,
+                "pane_gone",
+                at,
+                "pane no longer exists".into(),
+            );
+        }
+        if let Some(at) = s.host_lost {
+            push(
+                StateSource::Multiplexer,
+                "host_lost",
+                at,
+                "tmux server gone".into(),
+            );
+        }
+        obs.sort_by(|a, b| a.at.cmp(&b.at));
+        Explanation {
+            agent: self.view(),
+            observations: obs,
+            decision: format!(
+                "{} from {}: {} (evidence: {})",
+                self.decision.state,
+                self.decision.source,
+                self.decision.rule,
+                self.decision.evidence
+            ),
+        }
+    }
+}
+
+/// `agents.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RegistryFile {
+    pub format: u32,
+    pub agents: Vec<AgentRecord>,
+}
+
+/// Why an id did not resolve.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    #[error("no agent matches {query:?}")]
+    Unknown { query: String },
+    #[error("{query:?} is ambiguous: it matches {}", candidates.join(", "))]
+    Ambiguous {
+        query: String,
+        candidates: Vec<String>,
+    },
+}
+
+/// Why a name was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("name {name:?} is already used by live agent {id}")]
+    Taken { name: String, id: String },
+    #[error("name {name:?} is not allowed: {why}")]
+    Invalid { name: String, why: &'static str },
+}
+
+/// All agents, by id.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    agents: BTreeMap<String, AgentRecord>,
+}
+
+/// Characters of generated ids: lowercase letters and digits without look-alikes.
+const ID_ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789";
+
+impl Registry {
+    pub fn from_file(file: RegistryFile) -> Registry {
+        Registry {
+            agents: file.agents.into_iter().map(|a| (a.id.clone(), a)).collect(),
+        }
+    }
+
+    pub fn to_file(&self) -> RegistryFile {
+        RegistryFile {
+            format: REGISTRY_FORMAT,
+            agents: self.agents.values().cloned().collect(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.agents.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.agents.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &AgentRecord> {
+        self.agents.values()
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut AgentRecord> {
+        self.agents.values_mut()
+    }
+
+    pub fn get(&self, id: &str) -> Option<&AgentRecord> {
+        self.agents.get(id)
+    }
+
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut AgentRecord> {
+        self.agents.get_mut(id)
+    }
+
+    pub fn insert(&mut self, record: AgentRecord) {
+        self.agents.insert(record.id.clone(), record);
+    }
+
+    pub fn remove(&mut self, id: &str) -> Option<AgentRecord> {
+        self.agents.remove(id)
+    }
+
+    /// An exact id wins, then an exact name (live agents first), then a unique id prefix.
+    pub fn resolve(&self, query: &str) -> Result<&AgentRecord, ResolveError> {
+        if let Some(a) = self.agents.get(query) {
+            return Ok(a);
+        }
+        let named: Vec<&AgentRecord> = self.agents.values().filter(|a| a.name == query).collect();
+        let live_named: Vec<&AgentRecord> =
+            named.iter().copied().filter(|a| !a.is_ended()).collect();
+        match (live_named.as_slice(), named.as_slice()) {
+            ([one], _) | ([], [one]) => return Ok(one),
+            ([], []) => {}
+            (live, all) => {
+                let pool = if live.is_empty() { all } else { live };
+                return Err(ResolveError::Ambiguous {
+                    query: query.into(),
+                    candidates: pool.iter().map(|a| describe(a)).collect(),
+                });
+            }
+        }
+        let prefixed: Vec<&AgentRecord> = if query.is_empty() {
+            Vec::new()
+        } else {
+            self.agents
+                .values()
+                .filter(|a| a.id.starts_with(query))
+                .collect()
+        };
+        match prefixed.as_slice() {
+            [one] => Ok(one),
+            [] => Err(ResolveError::Unknown {
+                query: query.into(),
+            }),
+            many => Err(ResolveError::Ambiguous {
+                query: query.into(),
+                candidates: many.iter().map(|a| describe(a)).collect(),
+            }),
+        }
+    }
+
+    /// A new id of `len` characters from `random` bytes (the caller supplies entropy); None when
+    /// every candidate drawn from these bytes is taken.
+    pub fn new_id(&self, random: &[u8], len: usize) -> Option<String> {
+        random
+            .chunks(len)
+            .filter(|c| c.len() == len)
+            .map(|chunk| {
+                chunk
+                    .iter()
+                    .map(|b| ID_ALPHABET[usize::from(*b) % ID_ALPHABET.len()] as char)
+                    .collect::<String>()
+            })
+            .find(|id| {
+                !self.agents.contains_key(id) && !self.agents.values().any(|a| &a.name == id)
+            })
+    }
+
+    /// Check a user-chosen name: printable, short, not an id of another agent, unique among live agents.
+    pub fn check_name(&self, name: &str) -> Result<(), NameError> {
+        let invalid = |why| {
+            Err(NameError::Invalid {
+                name: name.into(),
+                why,
+            })
+        };
+        if name.is_empty() {
+            return invalid("it is empty");
+        }
+        if name.chars().count() > 64 {
+            return invalid("it is longer than 64 characters");
+        }
+        if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return invalid("it contains spaces or control characters");
+        }
+        if let Some(a) = self.agents.get(name) {
+            return Err(NameError::Taken {
+                name: name.into(),
+                id: a.id.clone(),
+            });
+        }
+        if let Some(a) = self
+            .agents
+            .values()
+            .find(|a| a.name == name && !a.is_ended())
+        {
+            return Err(NameError::Taken {
+                name: name.into(),
+                id: a.id.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A free name derived from a command (`sh`, `sh-2`, …).
+    pub fn default_name(&self, command: &[String]) -> String {
+        let base: String = command
+            .first()
+            .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+            .unwrap_or_else(|| "agent".into())
+            .chars()
+            .filter(|c| !c.is_control() && !c.is_whitespace())
+            .take(32)
+            .collect();
+        let base = if base.is_empty() {
+            "agent".to_string()
+        } else {
+            base
+        };
+        (1..)
+            .map(|n| {
+                if n == 1 {
+                    base.clone()
+                } else {
+                    format!("{base}-{n}")
+                }
+            })
+            .find(|candidate| self.check_name(candidate).is_ok())
+            .unwrap_or(base)
+    }
+
+    /// Remove ended agents that ended before `cutoff`; returns their ids.
+    pub fn prune(&mut self, cutoff: Millis) -> Vec<String> {
+        let old: Vec<String> = self
+            .agents
+            .values()
+            .filter(|a| a.is_ended() && a.ended_at.unwrap_or(a.created_at) < cutoff)
+            .map(|a| a.id.clone())
+            .collect();
+        for id in &old {
+            self.agents.remove(id);
+        }
+        old
+    }
+}
+
+fn describe(a: &AgentRecord) -> String {
+    format!("{} ({}, {})", a.id, a.name, a.decision.state)
+}
+
+/// RFC 3339 UTC with seconds.
+pub fn rfc3339(ms: Millis) -> String {
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+        .to_string()
+}
+
+/// RFC 3339 UTC with milliseconds.
+pub fn rfc3339_ms(ms: Millis) -> String {
+    humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, name: &str) -> AgentRecord {
+        AgentRecord::launched(
+            NewAgent {
+                id: id.into(),
+                name: name.into(),
+                harness: "generic".into(),
+                command: vec!["sh".into()],
+                cwd: "/tmp".into(),
+                host: Host::None,
+            },
+            1000,
+            &ArbiterConfig::default(),
+        )
+    }
+
+    fn end(r: &mut AgentRecord) {
+        r.signals.exit = Some(crate::arbiter::ExitFact {
+            at: 2000,
+            status: Some(0),
+            signal: None,
+        });
+        r.reevaluate(2000, &ArbiterConfig::default());
+    }
+
+    #[test]
+    fn resolution_order_is_id_name_prefix() {
+        let mut reg = Registry::default();
+        reg.insert(record("ab12", "fixer"));
+        reg.insert(record("ab34", "ab12x"));
+        reg.insert(record("cd56", "ab"));
+        assert_eq!(reg.resolve("ab12").map(|a| a.id.as_str()), Ok("ab12"));
+        assert_eq!(reg.resolve("fixer").map(|a| a.id.as_str()), Ok("ab12"));
+        // an exact name beats an id prefix
+        assert_eq!(reg.resolve("ab").map(|a| a.id.as_str()), Ok("cd56"));
+        assert_eq!(reg.resolve("cd").map(|a| a.id.as_str()), Ok("cd56"));
+        match reg.resolve("a") {
+            Err(ResolveError::Ambiguous { candidates, .. }) => assert_eq!(candidates.len(), 2),
+            other => panic!("expected ambiguity, got {other:?}"),
+        }
+        assert!(matches!(
+            reg.resolve("zz"),
+            Err(ResolveError::Unknown { .. })
+        ));
+        assert!(matches!(reg.resolve(""), Err(ResolveError::Unknown { .. })));
+    }
+
+    #[test]
+    fn names_are_unique_among_live_agents_only() {
+        let mut reg = Registry::default();
+        let mut old = record("aaaa", "fixer");
+        end(&mut old);
+        reg.insert(old);
+        assert!(reg.check_name("fixer").is_ok());
+        reg.insert(record("bbbb", "fixer"));
+        assert!(matches!(
+            reg.check_name("fixer"),
+            Err(NameError::Taken { .. })
+        ));
+        // the live one wins the name
+        assert_eq!(reg.resolve("fixer").map(|a| a.id.as_str()), Ok("bbbb"));
+        assert!(reg.check_name("bad name").is_err());
+        assert!(reg.check_name("bbbb").is_err());
+        assert_eq!(reg.default_name(&["/bin/fixer".into()]), "fixer-2");
+    }
+
+    #[test]
+    fn new_ids_avoid_taken_ones() {
+        let mut reg = Registry::default();
+        let first = reg.new_id(&[0, 1, 2, 3, 4, 5, 6, 7], 4);
+        assert_eq!(first.as_deref(), Some("abcd"));
+        reg.insert(record("abcd", "x"));
+        assert_eq!(
+            reg.new_id(&[0, 1, 2, 3, 4, 5, 6, 7], 4).as_deref(),
+            Some("efgh")
+        );
+        assert_eq!(reg.new_id(&[0, 1, 2, 3], 4), None);
+    }
+
+    #[test]
+    fn prune_removes_only_old_ended_agents() {
+        let mut reg = Registry::default();
+        let mut ended = record("aaaa", "a");
+        end(&mut ended);
+        reg.insert(ended);
+        reg.insert(record("bbbb", "b"));
+        assert!(reg.prune(1500).is_empty());
+        assert_eq!(reg.prune(5000), vec!["aaaa".to_string()]);
+        assert_eq!(reg.len(), 1);
+    }
+
+    #[test]
+    fn ended_state_is_sticky() {
+        let mut r = record("aaaa", "a");
+        end(&mut r);
+        assert_eq!(r.state(), AgentState::Done);
+        r.signals.last_output = Some(3000);
+        assert!(!r.reevaluate(3000, &ArbiterConfig::default()));
+        assert_eq!(r.state(), AgentState::Done);
+        assert_eq!(r.view().exit_status, Some(0));
+    }
+}

@@ -1,0 +1,1428 @@
+//! The daemon: one actor that owns the registry, the tmux control connections and the clock.
+//!
+//! Every input — a client request, a control-mode notification, a timer — is handled on one task,
+//! so the registry has exactly one writer and state changes are ordered. Client connections and
+//! tmux connections are separate tasks that only pass messages.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot};
+use volee_core::{AgentRecord, ArbiterConfig, ExitFact, Millis, NewAgent, PromptMatch, Registry};
+use volee_harness::Profile;
+use volee_protocol::{
+    AgentState, AgentView, ErrorKind, Host, LaunchRequest, Request, Response, PROTOCOL_VERSION,
+};
+use volee_tmux::connection::{ConnectionEvent, ControlConnection, SessionKey};
+use volee_tmux::control::ControlEvent;
+use volee_tmux::format::{command_line, fields_format, split_fields};
+use volee_tmux::server::{TmuxError, TmuxServer};
+
+use crate::config::Config;
+use crate::paths::Paths;
+use crate::persist::{self, Loaded};
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("a volee daemon is already running (pid {pid})")]
+    AlreadyRunning { pid: String },
+    #[error("could not set up {}", path.display())]
+    Setup {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the generic profile's rules do not load")]
+    Rules(#[source] volee_harness::RulesError),
+}
+
+/// Name of the subscription that reports pane deaths (tmux 3.3a has no exit notification).
+const DEAD_SUB: &str = "volee-dead";
+/// How long after the last output the screen is read for a prompt.
+const SCREEN_SETTLE_MS: u64 = 250;
+/// How long `volee stop` waits after SIGTERM before SIGKILL.
+const STOP_GRACE_MS: u64 = 3000;
+
+/// What the daemon persists besides the agents.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct DaemonFile {
+    format: u32,
+    agents: Vec<AgentRecord>,
+    /// tmux servers where `volee tmux-init` ran: their status line gets pushed.
+    #[serde(default)]
+    tmux_servers: Vec<PathBuf>,
+}
+
+enum Msg {
+    Request(Request, oneshot::Sender<Response>),
+    Watch(String, mpsc::UnboundedSender<Response>),
+    ScreenCaptured { id: String, text: String },
+    PaneStatus { id: String, value: String },
+    EscalateStop { id: String },
+    Shutdown,
+}
+
+/// Run the daemon until it is told to stop. Holds the lock file for its whole life.
+pub async fn run(paths: Paths, config: Config) -> Result<(), DaemonError> {
+    let setup = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| DaemonError::Setup { path, source }
+    };
+    paths.ensure().map_err(setup(&paths.runtime_dir))?;
+    let lock_file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(paths.lock_file())
+        .map_err(setup(&paths.lock_file()))?;
+    let _lock =
+        match nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => lock,
+            Err(_) => {
+                return Err(DaemonError::AlreadyRunning {
+                    pid: crate::client::read_pid(&paths)
+                        .map(|p| p.to_string())
+                        .unwrap_or_else(|| "unknown".into()),
+                })
+            }
+        };
+    // We hold the lock, so any socket file left behind is stale.
+    let socket = paths.socket();
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket).map_err(setup(&socket))?;
+    set_mode(&socket, 0o600).map_err(setup(&socket))?;
+    persist::write_atomic(
+        &paths.pid_file(),
+        format!("{}\n", std::process::id()).as_bytes(),
+    )
+    .map_err(|e| DaemonError::Setup {
+        path: paths.pid_file(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+
+    let profile = volee_harness::generic().map_err(DaemonError::Rules)?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (conn_tx, conn_rx) = mpsc::unbounded_channel();
+    let mut daemon = Daemon::new(paths.clone(), config, profile, tx.clone(), conn_tx);
+    daemon.load();
+    tokio::spawn(accept_loop(listener, tx.clone()));
+    daemon.startup_resync().await;
+    daemon.run(rx, conn_rx).await;
+
+    let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_file(paths.pid_file());
+    tracing::info!("daemon stopped");
+    Ok(())
+}
+
+fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+async fn accept_loop(listener: UnixListener, tx: mpsc::UnboundedSender<Msg>) {
+    let me = nix::unistd::getuid().as_raw();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == me => {
+                tokio::spawn(serve_client(stream, tx.clone()));
+            }
+            Ok(cred) => tracing::warn!("refused a client of uid {}", cred.uid()),
+            Err(e) => tracing::warn!("refused a client without credentials: {e}"),
+        }
+    }
+}
+
+/// Largest request line accepted (a launch carries the caller's environment).
+const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+
+async fn serve_client(stream: UnixStream, tx: mpsc::UnboundedSender<Msg>) {
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut reader)
+            .take(MAX_REQUEST_BYTES as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if line.len() > MAX_REQUEST_BYTES {
+            let _ = write_response(&mut write, &user_error("request too large", vec![])).await;
+            return;
+        }
+        let request: Request = match serde_json::from_slice(&line) {
+            Ok(r) => r,
+            Err(e) => {
+                let resp = user_error(&format!("unreadable request: {e}"), vec![]);
+                if write_response(&mut write, &resp).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
+        if let Request::Watch { id } = request {
+            let (wtx, mut wrx) = mpsc::unbounded_channel();
+            if tx.send(Msg::Watch(id, wtx)).is_err() {
+                return;
+            }
+            while let Some(resp) = wrx.recv().await {
+                if write_response(&mut write, &resp).await.is_err() {
+                    return;
+                }
+            }
+            return;
+        }
+        let shutdown = matches!(request, Request::Shutdown);
+        let (rtx, rrx) = oneshot::channel();
+        if tx.send(Msg::Request(request, rtx)).is_err() {
+            return;
+        }
+        let Ok(resp) = rrx.await else { return };
+        if write_response(&mut write, &resp).await.is_err() {
+            return;
+        }
+        if shutdown {
+            let _ = tx.send(Msg::Shutdown);
+            return;
+        }
+    }
+}
+
+async fn write_response(
+    write: &mut tokio::net::unix::OwnedWriteHalf,
+    resp: &Response,
+) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec(resp).map_err(std::io::Error::other)?;
+    bytes.push(b'\n');
+    write.write_all(&bytes).await
+}
+
+fn user_error(message: &str, hints: Vec<String>) -> Response {
+    Response::Error {
+        kind: ErrorKind::User,
+        message: message.into(),
+        hints,
+    }
+}
+
+fn env_error(message: &str, hints: Vec<String>) -> Response {
+    Response::Error {
+        kind: ErrorKind::Environment,
+        message: message.into(),
+        hints,
+    }
+}
+
+fn internal_error(message: &str) -> Response {
+    Response::Error {
+        kind: ErrorKind::Internal,
+        message: message.into(),
+        hints: vec!["see the daemon log: volee.log in the state directory".into()],
+    }
+}
+
+fn tmux_error_response(e: &TmuxError) -> Response {
+    match e {
+        TmuxError::Missing => env_error(
+            "tmux is not installed",
+            vec![
+                "install it: sudo apt-get install tmux (Debian/Ubuntu), brew install tmux (macOS)"
+                    .into(),
+            ],
+        ),
+        TmuxError::NoServer { socket } => env_error(
+            &format!("no tmux server is running on {}", socket.display()),
+            vec!["start one with `volee up`, or run volee inside tmux".into()],
+        ),
+        other => internal_error(&other.to_string()),
+    }
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> Millis {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as Millis)
+        .unwrap_or(0)
+}
+
+/// Pane fields read on resync, separated by `\x1f` (titles may hold quotes).
+const PANE_FIELDS: &[&str] = &[
+    "pane_id",
+    "pane_pid",
+    "session_name",
+    "window_id",
+    "pane_dead",
+    "pane_dead_status",
+    "pane_dead_signal",
+    "@volee-agent",
+    "@volee-name",
+    "@volee-harness",
+    "pane_current_path",
+    "pane_start_command",
+];
+
+struct PaneRow {
+    pane: String,
+    pid: Option<u32>,
+    session: String,
+    window: String,
+    dead: bool,
+    status: Option<i32>,
+    signal: Option<i32>,
+    agent: String,
+    name: String,
+    harness: String,
+    path: String,
+    start_command: String,
+}
+
+fn parse_pane_rows(text: &str) -> Vec<PaneRow> {
+    text.lines()
+        .filter_map(|line| {
+            let f = split_fields(line.as_bytes());
+            if f.len() < PANE_FIELDS.len() {
+                return None;
+            }
+            Some(PaneRow {
+                pane: f[0].clone(),
+                pid: f[1].parse().ok(),
+                session: f[2].clone(),
+                window: f[3].clone(),
+                dead: f[4] == "1",
+                status: f[5].parse().ok(),
+                signal: f[6].parse().ok(),
+                agent: f[7].clone(),
+                name: f[8].clone(),
+                harness: f[9].clone(),
+                path: f[10].clone(),
+                start_command: f[11].clone(),
+            })
+        })
+        .collect()
+}
+
+/// `dead:status:signal` as the subscription and `display-message` report it.
+fn parse_dead(value: &str, at: Millis) -> Option<ExitFact> {
+    let mut parts = value.trim().splitn(3, ':');
+    let dead = parts.next()? == "1";
+    let status = parts.next().and_then(|s| s.parse().ok());
+    let signal = parts.next().and_then(|s| s.parse().ok());
+    dead.then_some(ExitFact { at, status, signal })
+}
+
+const DEAD_FORMAT: &str = "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}";
+
+struct Daemon {
+    paths: Paths,
+    config: Config,
+    arbiter: ArbiterConfig,
+    profile: Profile,
+    registry: Registry,
+    tmux_servers: BTreeSet<PathBuf>,
+    conns: HashMap<SessionKey, ControlConnection>,
+    conn_tx: mpsc::UnboundedSender<ConnectionEvent>,
+    tx: mpsc::UnboundedSender<Msg>,
+    watchers: Vec<(String, mpsc::UnboundedSender<Response>)>,
+    /// The `last_output` value whose screen was already read, per agent.
+    screen_checked: HashMap<String, Millis>,
+    last_status: HashMap<PathBuf, String>,
+    /// Agents whose view changed since the last flush.
+    changed: HashSet<String>,
+    save_needed: bool,
+    shutting_down: bool,
+}
+
+impl Daemon {
+    fn new(
+        paths: Paths,
+        config: Config,
+        profile: Profile,
+        tx: mpsc::UnboundedSender<Msg>,
+        conn_tx: mpsc::UnboundedSender<ConnectionEvent>,
+    ) -> Daemon {
+        let arbiter = ArbiterConfig {
+            working_window_ms: config.working_window.as_millis() as u64,
+        };
+        Daemon {
+            paths,
+            config,
+            arbiter,
+            profile,
+            registry: Registry::default(),
+            tmux_servers: BTreeSet::new(),
+            conns: HashMap::new(),
+            conn_tx,
+            tx,
+            watchers: Vec::new(),
+            screen_checked: HashMap::new(),
+            last_status: HashMap::new(),
+            changed: HashSet::new(),
+            save_needed: false,
+            shutting_down: false,
+        }
+    }
+
+    fn load(&mut self) {
+        match persist::load_json::<DaemonFile>(&self.paths.registry(), now_ms()) {
+            Ok(Loaded::Ok(file)) => {
+                self.registry = Registry::from_file(volee_core::RegistryFile {
+                    format: file.format,
+                    agents: file.agents,
+                });
+                self.tmux_servers = file.tmux_servers.into_iter().collect();
+                tracing::info!("loaded {} agents", self.registry.len());
+            }
+            Ok(Loaded::Missing) => {}
+            Ok(Loaded::Corrupt { kept_as, error }) => {
+                tracing::error!(
+                    "agents.json was corrupt ({error}); kept as {}; rebuilding from tmux",
+                    kept_as.display()
+                );
+            }
+            Err(e) => tracing::error!("could not read the registry: {e}"),
+        }
+    }
+
+    fn save(&mut self) {
+        let file = DaemonFile {
+            format: volee_core::registry::REGISTRY_FORMAT,
+            agents: self.registry.to_file().agents,
+            tmux_servers: self.tmux_servers.iter().cloned().collect(),
+        };
+        match persist::save_json(&self.paths.registry(), &file) {
+            Ok(()) => self.save_needed = false,
+            Err(e) => tracing::error!("could not save the registry: {e}"),
+        }
+    }
+
+    async fn run(
+        &mut self,
+        mut rx: mpsc::UnboundedReceiver<Msg>,
+        mut conn_rx: mpsc::UnboundedReceiver<ConnectionEvent>,
+    ) {
+        let mut housekeeping = tokio::time::interval(Duration::from_secs(60));
+        let mut sigterm =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        loop {
+            self.flush().await;
+            if self.shutting_down {
+                break;
+            }
+            let sleep = self
+                .next_deadline()
+                .map(|at| Duration::from_millis(at.saturating_sub(now_ms())))
+                .unwrap_or(Duration::from_secs(3600));
+            tokio::select! {
+                msg = rx.recv() => match msg {
+                    Some(msg) => self.on_msg(msg).await,
+                    None => break,
+                },
+                Some(event) = conn_rx.recv() => self.on_connection_event(event).await,
+                _ = tokio::time::sleep(sleep) => self.on_timer(),
+                _ = housekeeping.tick() => self.prune(),
+                _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {
+                    tracing::info!("SIGTERM");
+                    break;
+                }
+            }
+        }
+        if self.save_needed {
+            self.save();
+        }
+        self.conns.clear();
+    }
+
+    /// The earliest time a decision may change without a new observation.
+    fn next_deadline(&self) -> Option<Millis> {
+        self.registry
+            .iter()
+            .filter(|a| !a.is_ended())
+            .flat_map(|a| {
+                let screen = a.signals.last_output.and_then(|out| {
+                    (self.screen_checked.get(&a.id) != Some(&out)).then_some(out + SCREEN_SETTLE_MS)
+                });
+                [a.decision.recheck_at, screen]
+            })
+            .flatten()
+            .min()
+    }
+
+    fn on_timer(&mut self) {
+        let now = now_ms();
+        let due: Vec<(String, Millis)> = self
+            .registry
+            .iter()
+            .filter(|a| !a.is_ended())
+            .filter_map(|a| {
+                let out = a.signals.last_output?;
+                (self.screen_checked.get(&a.id) != Some(&out) && now >= out + SCREEN_SETTLE_MS)
+                    .then(|| (a.id.clone(), out))
+            })
+            .collect();
+        for (id, out) in due {
+            self.screen_checked.insert(id.clone(), out);
+            self.capture_screen(&id);
+        }
+    }
+
+    /// Ask tmux for the pane's screen without blocking the actor; the text comes back as a message.
+    fn capture_screen(&self, id: &str) {
+        let Some((conn, pane)) = self.conn_of(id) else {
+            return;
+        };
+        let Ok(line) = command_line(&["capture-pane", "-p", "-J", "-t", &pane]) else {
+            return;
+        };
+        let Ok(reply) = conn.send(line) else { return };
+        let tx = self.tx.clone();
+        let id = id.to_string();
+        tokio::spawn(async move {
+            if let Ok(reply) = reply.await {
+                if reply.ok {
+                    let _ = tx.send(Msg::ScreenCaptured {
+                        id,
+                        text: reply.text(),
+                    });
+                }
+            }
+        });
+    }
+
+    /// Read a pane's dead status now (after a stop) instead of waiting for the 1 s subscription.
+    fn probe_pane(&self, id: &str, after: Duration) {
+        let Some((conn, pane)) = self.conn_of(id) else {
+            return;
+        };
+        let Ok(line) = command_line(&["display-message", "-p", "-t", &pane, DEAD_FORMAT]) else {
+            return;
+        };
+        let tx = self.tx.clone();
+        let id = id.to_string();
+        let sender = conn.handle();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            let Ok(rx) = sender.send(line) else { return };
+            if let Ok(reply) = rx.await {
+                if reply.ok {
+                    let _ = tx.send(Msg::PaneStatus {
+                        id,
+                        value: reply.text(),
+                    });
+                }
+            }
+        });
+    }
+
+    fn conn_of(&self, id: &str) -> Option<(&ControlConnection, String)> {
+        let agent = self.registry.get(id)?;
+        let Host::Tmux {
+            socket,
+            session,
+            pane,
+            ..
+        } = &agent.host
+        else {
+            return None;
+        };
+        let key = SessionKey {
+            socket: socket.into(),
+            session: session.clone(),
+        };
+        self.conns.get(&key).map(|c| (c, pane.clone()))
+    }
+
+    fn agent_by_pane(&self, socket: &Path, pane_id: &str) -> Option<String> {
+        self.registry
+            .iter()
+            .filter(|a| !a.is_ended())
+            .find(|a| {
+                matches!(&a.host, Host::Tmux { socket: s, pane, .. } if Path::new(s) == socket && pane == pane_id)
+            })
+            .map(|a| a.id.clone())
+    }
+
+    async fn on_msg(&mut self, msg: Msg) {
+        match msg {
+            Msg::Request(req, reply) => {
+                let resp = self.on_request(req).await;
+                let _ = reply.send(resp);
+            }
+            Msg::Watch(query, tx) => match self.registry.resolve(&query) {
+                Ok(agent) => {
+                    let id = agent.id.clone();
+                    let _ = tx.send(Response::Agent {
+                        agent: agent.view(),
+                    });
+                    self.watchers.push((id, tx));
+                }
+                Err(e) => {
+                    let _ = tx.send(user_error(&e.to_string(), vec![]));
+                }
+            },
+            Msg::ScreenCaptured { id, text } => {
+                let now = now_ms();
+                let title = self
+                    .registry
+                    .get(&id)
+                    .and_then(|a| a.signals.title.as_ref().map(|(_, t)| t.clone()))
+                    .unwrap_or_default();
+                if let Some(m) = self.profile.rules.classify(&text, &title) {
+                    if m.state == AgentState::NeedsYou {
+                        if let Some(agent) = self.registry.get_mut(&id) {
+                            agent.signals.prompt = Some(PromptMatch {
+                                at: now,
+                                rule: m.rule,
+                                text: m.text,
+                            });
+                        }
+                    }
+                }
+            }
+            Msg::PaneStatus { id, value } => {
+                if let Some(exit) = parse_dead(&value, now_ms()) {
+                    self.record_exit(&id, exit);
+                }
+            }
+            Msg::EscalateStop { id } => {
+                if let Some(agent) = self.registry.get(&id) {
+                    if !agent.is_ended() {
+                        if let Some(pid) = agent.pid {
+                            tracing::info!("agent {id} ignored SIGTERM; sending SIGKILL");
+                            signal_group(pid, Signal::SIGKILL);
+                        }
+                        self.probe_pane(&id, Duration::from_millis(100));
+                    }
+                }
+            }
+            Msg::Shutdown => self.shutting_down = true,
+        }
+    }
+
+    fn record_exit(&mut self, id: &str, exit: ExitFact) {
+        if let Some(agent) = self.registry.get_mut(id) {
+            if agent.signals.exit.is_none() && !agent.is_ended() {
+                agent.signals.exit = Some(exit);
+                self.save_needed = true;
+            }
+        }
+    }
+
+    async fn on_connection_event(&mut self, event: ConnectionEvent) {
+        match event {
+            ConnectionEvent::Event(key, event) => self.on_control_event(key, event).await,
+            ConnectionEvent::Closed(key) => {
+                tracing::info!("control connection to {:?} closed", key.session);
+                self.conns.remove(&key);
+                self.resync_server(&key.socket).await;
+            }
+        }
+    }
+
+    async fn on_control_event(&mut self, key: SessionKey, event: ControlEvent) {
+        let now = now_ms();
+        match event {
+            ControlEvent::Output { pane, activity, .. } => {
+                if activity {
+                    if let Some(id) = self.agent_by_pane(&key.socket, &pane) {
+                        if let Some(a) = self.registry.get_mut(&id) {
+                            a.signals.last_output = Some(now);
+                        }
+                    }
+                }
+            }
+            ControlEvent::Bell { pane } => {
+                if let Some(id) = self.agent_by_pane(&key.socket, &pane) {
+                    if let Some(a) = self.registry.get_mut(&id) {
+                        a.signals.last_bell = Some(now);
+                    }
+                }
+            }
+            ControlEvent::Title { pane, title } => {
+                if let Some(id) = self.agent_by_pane(&key.socket, &pane) {
+                    if let Some(a) = self.registry.get_mut(&id) {
+                        a.signals.title = Some((now, title));
+                        self.changed.insert(id);
+                    }
+                }
+            }
+            ControlEvent::SubscriptionChanged {
+                name, pane, value, ..
+            } if name == DEAD_SUB => {
+                if let Some(pane) = pane {
+                    if let Some(id) = self.agent_by_pane(&key.socket, &pane) {
+                        if let Some(exit) = parse_dead(&String::from_utf8_lossy(&value), now) {
+                            self.record_exit(&id, exit);
+                        }
+                    }
+                }
+            }
+            ControlEvent::WindowClose { .. }
+            | ControlEvent::LayoutChange { .. }
+            | ControlEvent::SessionsChanged => {
+                self.resync_server(&key.socket).await;
+            }
+            ControlEvent::Pause { pane } => {
+                // The reader fell behind; resume, the state only needs recent activity.
+                if let Some(conn) = self.conns.get(&key) {
+                    if let Ok(line) =
+                        command_line(&["refresh-client", "-A", &format!("{pane}:continue")])
+                    {
+                        let _ = conn.send(line);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Re-read every pane of a server: exits missed, panes killed, agents moved, agents known
+    /// only from their `@volee-agent` pane option (the registry file was lost).
+    async fn resync_server(&mut self, socket: &Path) {
+        let server = TmuxServer::new(socket);
+        let now = now_ms();
+        let listing = server
+            .run_async(&["list-panes", "-a", "-F", &fields_format(PANE_FIELDS)])
+            .await;
+        let rows = match listing {
+            Ok(text) => parse_pane_rows(&text),
+            Err(TmuxError::NoServer { .. }) => {
+                for agent in self.registry.iter_mut() {
+                    if !agent.is_ended() && host_socket(&agent.host) == Some(socket) {
+                        agent.signals.host_lost = Some(now);
+                    }
+                }
+                self.conns.retain(|k, _| k.socket != socket);
+                self.save_needed = true;
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("resync of {} failed: {e}", socket.display());
+                return;
+            }
+        };
+        let socket_text = socket.display().to_string();
+        for row in rows.iter().filter(|r| !r.agent.is_empty()) {
+            match self.registry.get_mut(&row.agent) {
+                Some(agent) if !agent.is_ended() => {
+                    agent.host = Host::Tmux {
+                        socket: socket_text.clone(),
+                        session: row.session.clone(),
+                        window: row.window.clone(),
+                        pane: row.pane.clone(),
+                    };
+                    agent.pid = row.pid.or(agent.pid);
+                    if row.dead && agent.signals.exit.is_none() {
+                        agent.signals.exit = Some(ExitFact {
+                            at: now,
+                            status: row.status,
+                            signal: row.signal,
+                        });
+                        self.save_needed = true;
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    tracing::info!("rebuilt agent {} from its pane option", row.agent);
+                    let name =
+                        if row.name.is_empty() || self.registry.check_name(&row.name).is_err() {
+                            row.agent.clone()
+                        } else {
+                            row.name.clone()
+                        };
+                    let mut record = AgentRecord::launched(
+                        NewAgent {
+                            id: row.agent.clone(),
+                            name,
+                            harness: if row.harness.is_empty() {
+                                "generic".into()
+                            } else {
+                                row.harness.clone()
+                            },
+                            command: vec![row.start_command.clone()],
+                            cwd: row.path.clone(),
+                            host: Host::Tmux {
+                                socket: socket_text.clone(),
+                                session: row.session.clone(),
+                                window: row.window.clone(),
+                                pane: row.pane.clone(),
+                            },
+                        },
+                        now,
+                        &self.arbiter,
+                    );
+                    record.pid = row.pid;
+                    if row.dead {
+                        record.signals.exit = Some(ExitFact {
+                            at: now,
+                            status: row.status,
+                            signal: row.signal,
+                        });
+                    }
+                    self.registry.insert(record);
+                    self.save_needed = true;
+                }
+            }
+        }
+        let present: HashSet<&str> = rows
+            .iter()
+            .filter(|r| !r.agent.is_empty())
+            .map(|r| r.agent.as_str())
+            .collect();
+        for agent in self.registry.iter_mut() {
+            if !agent.is_ended()
+                && host_socket(&agent.host) == Some(socket)
+                && !present.contains(agent.id.as_str())
+            {
+                agent.signals.pane_gone = Some(now);
+                self.save_needed = true;
+            }
+        }
+        // Watch every session that holds a live agent.
+        let sessions: BTreeSet<String> = self
+            .registry
+            .iter()
+            .filter(|a| !a.is_ended())
+            .filter_map(|a| match &a.host {
+                Host::Tmux {
+                    socket: s, session, ..
+                } if Path::new(s) == socket => Some(session.clone()),
+                _ => None,
+            })
+            .collect();
+        for session in sessions {
+            let key = SessionKey {
+                socket: socket.to_path_buf(),
+                session,
+            };
+            if let Err(e) = self.ensure_connection(&key).await {
+                tracing::warn!("could not watch {:?}: {e}", key.session);
+            }
+        }
+    }
+
+    async fn startup_resync(&mut self) {
+        let mut sockets: BTreeSet<PathBuf> = self
+            .registry
+            .iter()
+            .filter_map(|a| host_socket(&a.host).map(Path::to_path_buf))
+            .collect();
+        sockets.extend(self.tmux_servers.iter().cloned());
+        for socket in sockets {
+            self.resync_server(&socket).await;
+        }
+        self.flush().await;
+    }
+
+    async fn ensure_connection(&mut self, key: &SessionKey) -> Result<(), String> {
+        if self.conns.get(key).is_some_and(|c| c.is_open()) {
+            return Ok(());
+        }
+        let conn = ControlConnection::open(key.clone(), self.conn_tx.clone())
+            .map_err(|e| e.to_string())?;
+        let sub = format!("{DEAD_SUB}:%*:{DEAD_FORMAT}");
+        let line = command_line(&["refresh-client", "-B", &sub]).map_err(|e| e.to_string())?;
+        // The reply also proves the client is attached before the agent's command runs.
+        let reply = tokio::time::timeout(Duration::from_secs(5), conn.request(line))
+            .await
+            .map_err(|_| "tmux did not answer within 5 s".to_string())?
+            .map_err(|e| e.to_string())?;
+        if !reply.ok {
+            return Err(reply.text());
+        }
+        self.conns.insert(key.clone(), conn);
+        Ok(())
+    }
+
+    /// Re-decide states, notify watchers, persist and push the status line.
+    async fn flush(&mut self) {
+        let now = now_ms();
+        let mut state_changed = false;
+        for agent in self.registry.iter_mut() {
+            let before = agent.decision.state;
+            if agent.reevaluate(now, &self.arbiter) {
+                self.changed.insert(agent.id.clone());
+                if agent.decision.state != before {
+                    state_changed = true;
+                    tracing::debug!(
+                        "{} {} -> {} ({})",
+                        agent.id,
+                        before,
+                        agent.decision.state,
+                        agent.decision.evidence
+                    );
+                }
+            }
+        }
+        if state_changed {
+            self.save_needed = true;
+        }
+        if self.save_needed {
+            self.save();
+        }
+        if !self.changed.is_empty() {
+            let changed = std::mem::take(&mut self.changed);
+            let registry = &self.registry;
+            self.watchers.retain(|(id, tx)| {
+                if !changed.contains(id) {
+                    return !tx.is_closed();
+                }
+                match registry.get(id) {
+                    Some(agent) => tx
+                        .send(Response::Agent {
+                            agent: agent.view(),
+                        })
+                        .is_ok(),
+                    None => {
+                        let _ = tx.send(user_error(&format!("agent {id} was removed"), vec![]));
+                        false
+                    }
+                }
+            });
+            self.push_status().await;
+        }
+    }
+
+    fn views(&self, all: bool) -> Vec<AgentView> {
+        let mut agents: Vec<&AgentRecord> = self
+            .registry
+            .iter()
+            .filter(|a| all || !a.is_ended())
+            .collect();
+        agents.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        agents.into_iter().map(AgentRecord::view).collect()
+    }
+
+    /// Push the summary into `@volee-status` of every server that shows it; only on change, over
+    /// an existing control connection when there is one (no process spawned).
+    async fn push_status(&mut self) {
+        let views: Vec<AgentView> = self.views(true);
+        let text = volee_view::status_tmux(&volee_view::Counts::from_agents(&views));
+        let mut sockets: BTreeSet<PathBuf> = self.tmux_servers.clone();
+        sockets.extend(
+            self.registry
+                .iter()
+                .filter(|a| !a.is_ended())
+                .filter_map(|a| host_socket(&a.host).map(Path::to_path_buf)),
+        );
+        for socket in sockets {
+            if self.last_status.get(&socket) == Some(&text) {
+                continue;
+            }
+            let Ok(line) = command_line(&["set-option", "-g", "@volee-status", &text]) else {
+                continue;
+            };
+            let conn = self
+                .conns
+                .iter()
+                .find(|(k, c)| k.socket == socket && c.is_open())
+                .map(|(_, c)| c);
+            let pushed = match conn {
+                Some(conn) => conn.send(line).is_ok(),
+                None => TmuxServer::new(&socket)
+                    .run_async(&["set-option", "-g", "@volee-status", &text])
+                    .await
+                    .is_ok(),
+            };
+            if pushed {
+                self.last_status.insert(socket, text.clone());
+            }
+        }
+    }
+
+    fn prune(&mut self) {
+        let cutoff = now_ms().saturating_sub(self.config.retention.as_millis() as u64);
+        let old: Vec<String> = self
+            .registry
+            .iter()
+            .filter(|a| a.is_ended() && a.ended_at.unwrap_or(a.created_at) < cutoff)
+            .map(|a| a.id.clone())
+            .collect();
+        for id in &old {
+            self.forget(id);
+        }
+        if !old.is_empty() {
+            tracing::info!("pruned {} ended agents", old.len());
+        }
+    }
+
+    /// Remove an ended agent and its dead pane.
+    fn forget(&mut self, id: &str) {
+        if let Some(agent) = self.registry.remove(id) {
+            if let Host::Tmux { socket, pane, .. } = &agent.host {
+                // Only a dead pane is closed: remain-on-exit kept it for the user to read.
+                let server = TmuxServer::new(socket);
+                let pane = pane.clone();
+                tokio::spawn(async move {
+                    if let Ok(dead) = server
+                        .run_async(&["display-message", "-p", "-t", &pane, "#{pane_dead}"])
+                        .await
+                    {
+                        if dead.trim() == "1" {
+                            let _ = server.run_async(&["kill-pane", "-t", &pane]).await;
+                        }
+                    }
+                });
+            }
+            self.screen_checked.remove(id);
+            self.changed.insert(id.to_string());
+            self.save_needed = true;
+        }
+    }
+
+    async fn on_request(&mut self, req: Request) -> Response {
+        match req {
+            Request::Hello { .. } => Response::Hello {
+                version: PROTOCOL_VERSION,
+                pid: std::process::id(),
+            },
+            Request::List { all } => Response::Agents {
+                agents: self.views(all),
+            },
+            Request::Show { id } => match self.registry.resolve(&id) {
+                Ok(a) => Response::Agent { agent: a.view() },
+                Err(e) => resolve_error(e),
+            },
+            Request::Explain { id } => match self.registry.resolve(&id) {
+                Ok(a) => Response::Explanation {
+                    explanation: a.explain(),
+                },
+                Err(e) => resolve_error(e),
+            },
+            Request::Launch(req) => self.launch(req).await,
+            Request::Stop { id } => self.stop(&id),
+            Request::Interrupt { id } => self.interrupt(&id).await,
+            Request::Peek { id, lines } => self.peek(&id, lines).await,
+            Request::Remove { id } => {
+                let (id, ended) = match self.registry.resolve(&id) {
+                    Ok(a) => (a.id.clone(), a.is_ended()),
+                    Err(e) => return resolve_error(e),
+                };
+                if !ended {
+                    return user_error(
+                        &format!("agent {id} is still running"),
+                        vec![format!("stop it first: volee stop {id}")],
+                    );
+                }
+                self.forget(&id);
+                Response::Ok
+            }
+            Request::Prune => {
+                let before = self.registry.len();
+                self.prune();
+                Response::Text {
+                    text: format!("pruned {}", before - self.registry.len()),
+                }
+            }
+            Request::Watch { .. } => user_error("watch is a streaming request", vec![]),
+            Request::TmuxInit { socket, .. } => {
+                let socket = PathBuf::from(socket);
+                self.last_status.remove(&socket);
+                self.tmux_servers.insert(socket.clone());
+                self.save_needed = true;
+                self.resync_server(&socket).await;
+                self.changed.insert(String::new());
+                Response::Ok
+            }
+            Request::TmuxDown { socket } => {
+                let socket = PathBuf::from(socket);
+                self.tmux_servers.remove(&socket);
+                self.last_status.remove(&socket);
+                self.save_needed = true;
+                Response::Ok
+            }
+            Request::Shutdown => Response::Ok,
+        }
+    }
+
+    async fn launch(&mut self, req: LaunchRequest) -> Response {
+        if req.command.is_empty() {
+            return user_error("nothing to launch: no command", vec![]);
+        }
+        if req.harness != "generic" {
+            return user_error(
+                &format!("unknown harness {:?}", req.harness),
+                vec!["this build knows the harness `generic` (any command after --)".into()],
+            );
+        }
+        let name = match &req.name {
+            Some(n) => match self.registry.check_name(n) {
+                Ok(()) => n.clone(),
+                Err(e) => return user_error(&e.to_string(), vec![]),
+            },
+            None => self.registry.default_name(&req.command),
+        };
+        let Some(id) = self.registry.new_id(&random_bytes(64), 4) else {
+            return internal_error("could not draw a free agent id");
+        };
+        let server = TmuxServer::new(&req.tmux_socket);
+        let session = match self.target_session(&server, &req).await {
+            Ok(s) => s,
+            Err(resp) => return resp,
+        };
+        let Ok(volee_bin) = std::env::current_exe() else {
+            return internal_error("cannot find the volee executable");
+        };
+        let env_file = self.paths.launch_dir().join(format!("{id}.env"));
+        let window_name: String = name.replace('#', "_");
+        let mut args: Vec<String> = vec![
+            "new-window".into(),
+            "-d".into(),
+            "-P".into(),
+            "-F".into(),
+            fields_format(&["window_id", "pane_id", "pane_pid", "session_name"]),
+            "-t".into(),
+            format!("={session}:"),
+            "-c".into(),
+            req.cwd.clone(),
+            "-n".into(),
+            window_name,
+            volee_bin.display().to_string(),
+            "pane-exec".into(),
+            env_file.display().to_string(),
+            "--".into(),
+        ];
+        args.extend(req.command.iter().cloned());
+        let created = match server.run_async(&args).await {
+            Ok(out) => split_fields(out.trim_end().as_bytes()),
+            Err(e) => return tmux_error_response(&e),
+        };
+        let [window, pane, pid, session] = created.as_slice() else {
+            return internal_error("tmux new-window printed an unexpected line");
+        };
+        // Before the command runs (pane-exec waits for its env file): keep the pane when it exits,
+        // and mark it as ours so a restarted daemon finds it.
+        let set = server
+            .run_commands_async(&[
+                &["set-option", "-p", "-t", pane, "remain-on-exit", "on"][..],
+                &["set-option", "-p", "-t", pane, "@volee-agent", &id],
+                &["set-option", "-p", "-t", pane, "@volee-name", &name],
+                &[
+                    "set-option",
+                    "-p",
+                    "-t",
+                    pane,
+                    "@volee-harness",
+                    &req.harness,
+                ],
+            ])
+            .await;
+        if let Err(e) = set {
+            let _ = server.run_async(&["kill-pane", "-t", pane]).await;
+            return tmux_error_response(&e);
+        }
+        let key = SessionKey {
+            socket: PathBuf::from(&req.tmux_socket),
+            session: session.clone(),
+        };
+        if let Err(e) = self.ensure_connection(&key).await {
+            let _ = server.run_async(&["kill-pane", "-t", pane]).await;
+            return internal_error(&format!("could not watch tmux session {session:?}: {e}"));
+        }
+        let now = now_ms();
+        let mut record = AgentRecord::launched(
+            NewAgent {
+                id: id.clone(),
+                name,
+                harness: req.harness.clone(),
+                command: req.command.clone(),
+                cwd: req.cwd.clone(),
+                host: Host::Tmux {
+                    socket: req.tmux_socket.clone(),
+                    session: session.clone(),
+                    window: window.clone(),
+                    pane: pane.clone(),
+                },
+            },
+            now,
+            &self.arbiter,
+        );
+        record.pid = pid.parse().ok();
+        let view = record.view();
+        self.registry.insert(record);
+        self.save();
+        if let Err(e) = write_env_file(&env_file, &req.cwd, &req.env) {
+            return internal_error(&format!("could not hand the environment to the pane: {e}"));
+        }
+        self.changed.insert(id);
+        Response::Agent { agent: view }
+    }
+
+    /// The session to launch into: the one asked for, else the caller's, else `volee`.
+    async fn target_session(
+        &self,
+        server: &TmuxServer,
+        req: &LaunchRequest,
+    ) -> Result<String, Response> {
+        if let Some(s) = &req.tmux_session {
+            if !server.has_session(s) {
+                return Err(user_error(
+                    &format!("tmux session {s:?} does not exist"),
+                    vec!["list sessions with: tmux ls".into()],
+                ));
+            }
+            return Ok(s.clone());
+        }
+        if let Some(pane) = &req.caller_pane {
+            if let Ok(s) = server
+                .run_async(&["display-message", "-p", "-t", pane, "#{session_name}"])
+                .await
+            {
+                let s = s.trim_end_matches('\n').to_string();
+                if !s.is_empty() {
+                    return Ok(s);
+                }
+            }
+        }
+        if server.has_session("volee") {
+            return Ok("volee".into());
+        }
+        match server
+            .run_async(&["new-session", "-d", "-s", "volee", "-c", &req.cwd])
+            .await
+        {
+            Ok(_) => Ok("volee".into()),
+            Err(e) => Err(tmux_error_response(&e)),
+        }
+    }
+
+    fn live_tmux(&self, query: &str) -> Result<(String, String, Option<u32>), Response> {
+        let agent = self.registry.resolve(query).map_err(resolve_error)?;
+        if agent.is_ended() {
+            return Err(user_error(
+                &format!("agent {} has already ended ({})", agent.id, agent.state()),
+                vec![],
+            ));
+        }
+        match &agent.host {
+            Host::Tmux { pane, .. } => Ok((agent.id.clone(), pane.clone(), agent.pid)),
+            _ => Err(user_error(
+                &format!("agent {} is not in a tmux pane", agent.id),
+                vec![],
+            )),
+        }
+    }
+
+    fn stop(&mut self, query: &str) -> Response {
+        let (id, _pane, pid) = match self.live_tmux(query) {
+            Ok(x) => x,
+            Err(resp) => return resp,
+        };
+        let now = now_ms();
+        if let Some(a) = self.registry.get_mut(&id) {
+            a.signals.stop_requested = Some(now);
+        }
+        self.save_needed = true;
+        if let Some(pid) = pid {
+            signal_group(pid, Signal::SIGTERM);
+            signal_group(pid, Signal::SIGHUP);
+        }
+        self.probe_pane(&id, Duration::from_millis(50));
+        self.probe_pane(&id, Duration::from_millis(300));
+        let tx = self.tx.clone();
+        let escalate = id.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(STOP_GRACE_MS)).await;
+            let _ = tx.send(Msg::EscalateStop { id: escalate });
+        });
+        match self.registry.get(&id) {
+            Some(a) => Response::Agent { agent: a.view() },
+            None => Response::Ok,
+        }
+    }
+
+    async fn interrupt(&mut self, query: &str) -> Response {
+        let (id, pane, _) = match self.live_tmux(query) {
+            Ok(x) => x,
+            Err(resp) => return resp,
+        };
+        let key = self.profile.interrupt_key;
+        match self
+            .tmux_command(&id, &["send-keys", "-t", &pane, key])
+            .await
+        {
+            Ok(_) => Response::Ok,
+            Err(resp) => resp,
+        }
+    }
+
+    async fn peek(&mut self, query: &str, lines: u32) -> Response {
+        let agent = match self.registry.resolve(query) {
+            Ok(a) => a,
+            Err(e) => return resolve_error(e),
+        };
+        let Host::Tmux { pane, .. } = &agent.host else {
+            return user_error(&format!("agent {} is not in a tmux pane", agent.id), vec![]);
+        };
+        let (id, pane) = (agent.id.clone(), pane.clone());
+        let start = format!("-{}", lines.clamp(1, 10_000));
+        match self
+            .tmux_command(
+                &id,
+                &["capture-pane", "-p", "-J", "-t", &pane, "-S", &start],
+            )
+            .await
+        {
+            Ok(text) => {
+                let mut kept: Vec<String> = text
+                    .lines()
+                    .map(|l| volee_view::plain_text(l, 4096))
+                    .collect();
+                while kept.last().is_some_and(|l| l.is_empty()) {
+                    kept.pop();
+                }
+                let skip = kept.len().saturating_sub(lines as usize);
+                Response::Text {
+                    text: kept[skip..].join("\n"),
+                }
+            }
+            Err(resp) => resp,
+        }
+    }
+
+    /// Run a tmux command for an agent: over its control connection when there is one.
+    async fn tmux_command(&self, id: &str, args: &[&str]) -> Result<String, Response> {
+        if let Some((conn, _)) = self.conn_of(id) {
+            let line = command_line(args).map_err(|e| user_error(&e.to_string(), vec![]))?;
+            if let Ok(reply) = conn.request(line).await {
+                return if reply.ok {
+                    Ok(reply.text())
+                } else {
+                    Err(internal_error(&format!("tmux: {}", reply.text())))
+                };
+            }
+        }
+        let socket = self
+            .registry
+            .get(id)
+            .and_then(|a| host_socket(&a.host).map(Path::to_path_buf))
+            .ok_or_else(|| internal_error("agent has no tmux host"))?;
+        TmuxServer::new(socket)
+            .run_async(args)
+            .await
+            .map_err(|e| tmux_error_response(&e))
+    }
+}
+
+fn host_socket(host: &Host) -> Option<&Path> {
+    match host {
+        Host::Tmux { socket, .. } => Some(Path::new(socket)),
+        _ => None,
+    }
+}
+
+fn resolve_error(e: volee_core::ResolveError) -> Response {
+    let hints = match &e {
+        volee_core::ResolveError::Unknown { .. } => {
+            vec!["list agents with: volee ls --all".to_string()]
+        }
+        volee_core::ResolveError::Ambiguous { .. } => {
+            vec!["type more of the id, or use the exact name".to_string()]
+        }
+    };
+    user_error(&e.to_string(), hints)
+}
+
+/// Signal the agent's whole process group (tmux makes the pane's process a group leader).
+fn signal_group(pid: u32, signal: Signal) {
+    let Ok(raw) = i32::try_from(pid) else { return };
+    if kill(Pid::from_raw(-raw), signal).is_err() {
+        let _ = kill(Pid::from_raw(raw), signal);
+    }
+}
+
+fn random_bytes(n: usize) -> Vec<u8> {
+    use std::io::Read;
+    let mut buf = vec![0u8; n];
+    let filled = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf));
+    if filled.is_err() {
+        // Fall back on the clock and pid: ids only need to be unique, not secret.
+        let seed = now_ms() ^ u64::from(std::process::id()) << 32;
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = (seed.rotate_left(i as u32 * 7) ^ (i as u64 * 0x9e37_79b9)) as u8;
+        }
+    }
+    buf
+}
+
+/// Hand the caller's cwd and environment to `volee pane-exec`: NUL-separated, 0600, renamed into
+/// place so the pane never reads half a file; the pane deletes it at once.
+fn write_env_file(path: &Path, cwd: &str, env: &[(String, String)]) -> std::io::Result<()> {
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(cwd.as_bytes());
+    bytes.push(0);
+    for (k, v) in env {
+        if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
+            continue;
+        }
+        bytes.extend_from_slice(k.as_bytes());
+        bytes.push(b'=');
+        bytes.extend_from_slice(v.as_bytes());
+        bytes.push(0);
+    }
+    persist::write_atomic(path, &bytes).map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dead_values_parse() {
+        assert_eq!(
+            parse_dead("1:3:", 5),
+            Some(ExitFact {
+                at: 5,
+                status: Some(3),
+                signal: None
+            })
+        );
+        assert_eq!(
+            parse_dead("1::9", 5),
+            Some(ExitFact {
+                at: 5,
+                status: None,
+                signal: Some(9)
+            })
+        );
+        assert_eq!(parse_dead("0::", 5), None);
+        assert_eq!(parse_dead("", 5), None);
+    }
+
+    #[test]
+    fn pane_rows_survive_quotes_in_fields() {
+        let line = [
+            "%3",
+            "42",
+            "work's",
+            "@1",
+            "0",
+            "",
+            "",
+            "ab12",
+            "na'me",
+            "generic",
+            "/tmp",
+            "sh -c 'x'",
+        ]
+        .join("\x1f");
+        let rows = parse_pane_rows(&line);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].session, "work's");
+        assert_eq!(rows[0].agent, "ab12");
+        assert_eq!(rows[0].start_command, "sh -c 'x'");
+    }
+}

@@ -1,0 +1,156 @@
+//! Crash-safe files: atomic replace with fsync, and loading that never loses a corrupt file.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// A file that could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum PersistError {
+    #[error("could not write {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("could not read {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("could not encode {}", path.display())]
+    Encode {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Write `bytes` to `path` atomically: a 0600 temp file in the same directory, fsync, rename, fsync
+/// the directory. A crash leaves either the old or the new file, never a torn one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PersistError> {
+    let err = |source| PersistError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp.{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
+        std::process::id()
+    ));
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(err)?;
+    file.write_all(bytes).map_err(err)?;
+    file.sync_all().map_err(err)?;
+    drop(file);
+    fs::rename(&tmp, path).map_err(err)?;
+    File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
+    Ok(())
+}
+
+/// Serialize as pretty JSON and write atomically.
+pub fn save_json<T: Serialize>(path: &Path, value: &T) -> Result<(), PersistError> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| PersistError::Encode {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+/// What loading found.
+#[derive(Debug)]
+pub enum Loaded<T> {
+    Missing,
+    Ok(T),
+    /// The file did not parse; it was moved aside to `kept_as` so nothing is lost.
+    Corrupt {
+        kept_as: PathBuf,
+        error: String,
+    },
+}
+
+/// Load JSON; a corrupt file is renamed to `NAME.corrupt-EPOCHMS` and reported, never deleted.
+pub fn load_json<T: DeserializeOwned>(path: &Path, now_ms: u64) -> Result<Loaded<T>, PersistError> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Missing),
+        Err(source) => {
+            return Err(PersistError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    match serde_json::from_slice(&bytes) {
+        Ok(v) => Ok(Loaded::Ok(v)),
+        Err(e) => {
+            let kept_as = path.with_file_name(format!(
+                "{}.corrupt-{now_ms}",
+                path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
+            ));
+            fs::rename(path, &kept_as).map_err(|source| PersistError::Write {
+                path: kept_as.clone(),
+                source,
+            })?;
+            Ok(Loaded::Corrupt {
+                kept_as,
+                error: e.to_string(),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn atomic_write_is_private_and_replaces() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("agents.json");
+        save_json(&path, &vec![1, 2]).unwrap();
+        save_json(&path, &vec![3]).unwrap();
+        let back: Loaded<Vec<u8>> = load_json(&path, 0).unwrap();
+        assert!(matches!(back, Loaded::Ok(v) if v == vec![3]));
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            fs::read_dir(tmp.path()).unwrap().count(),
+            1,
+            "no temp file left"
+        );
+    }
+
+    #[test]
+    fn corrupt_file_is_kept_aside() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("agents.json");
+        fs::write(&path, b"{ not json").unwrap();
+        match load_json::<Vec<u8>>(&path, 42).unwrap() {
+            Loaded::Corrupt { kept_as, .. } => {
+                assert_eq!(fs::read(&kept_as).unwrap(), b"{ not json");
+                assert!(kept_as.ends_with("agents.json.corrupt-42"));
+            }
+            other => panic!("expected corrupt, got {other:?}"),
+        }
+        assert!(matches!(
+            load_json::<Vec<u8>>(&path, 0).unwrap(),
+            Loaded::Missing
+        ));
+    }
+}

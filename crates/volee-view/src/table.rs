@@ -1,0 +1,283 @@
+//! Plain terminal output: the `volee ls` table, `volee show` and `volee explain`.
+//!
+//! Every line ends with `\n`; agent text goes through [`plain_text`], so no escape sequence reaches
+//! the user's terminal.
+
+use volee_protocol::{AgentView, Explanation, Host, Origin, ProfileFit};
+
+use crate::text::{age_of, display_width, pad_to, plain_text};
+
+const ID_MAX: usize = 16;
+const NAME_MAX: usize = 24;
+const HARNESS_MAX: usize = 16;
+const WHERE_MAX: usize = 48;
+/// Bound for single values in `show` and `explain`, long enough for a path or a command line.
+const VALUE_MAX: usize = 500;
+
+/// The `volee ls` table in the order given, with a header and columns aligned by display width;
+/// `no agents` when there are none.
+pub fn agents_table(agents: &[AgentView], now_epoch_secs: u64) -> String {
+    if agents.is_empty() {
+        return "no agents\n".to_owned();
+    }
+    let header = ["ID", "NAME", "HARNESS", "STATE", "FOR", "SOURCE", "WHERE"].map(String::from);
+    let rows = agents.iter().map(|a| {
+        [
+            plain_text(&a.id, ID_MAX),
+            plain_text(&a.name, NAME_MAX),
+            plain_text(&a.harness, HARNESS_MAX),
+            a.state.to_string(),
+            age_of(&a.state_since, now_epoch_secs),
+            a.state_source.to_string(),
+            host_text(&a.host),
+        ]
+    });
+    columns(std::iter::once(header).chain(rows).collect(), "")
+}
+
+/// Where an agent lives, in short: `tmux work:@3 %7`, `zellij S tab 2`, `tty /dev/pts/3`, `-`.
+pub fn host_text(host: &Host) -> String {
+    let text = match host {
+        Host::Tmux {
+            session,
+            window,
+            pane,
+            ..
+        } => format!("tmux {session}:{window} {pane}"),
+        Host::Zellij { session, tab, .. } => format!("zellij {session} tab {tab}"),
+        Host::Tty { tty } => format!("tty {tty}"),
+        Host::None => "-".to_owned(),
+    };
+    plain_text(&text, WHERE_MAX)
+}
+
+/// Every field of one agent as aligned `key: value` lines, for `volee show`.
+pub fn agent_detail(agent: &AgentView, now_epoch_secs: u64) -> String {
+    let a = agent;
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
+    let mut fields = vec![
+        ("id", a.id.clone()),
+        ("name", a.name.clone()),
+        ("harness", a.harness.clone()),
+        ("harness_version", opt(a.harness_version.clone())),
+        ("profile_fit", profile_fit_name(a.profile_fit).to_owned()),
+        ("origin", origin_name(a.origin).to_owned()),
+        ("state", a.state.to_string()),
+        ("state_source", a.state_source.to_string()),
+        (
+            "state_since",
+            format!(
+                "{} ({} ago)",
+                a.state_since,
+                age_of(&a.state_since, now_epoch_secs)
+            ),
+        ),
+        ("evidence", a.evidence.clone()),
+        ("exit_status", opt(a.exit_status.map(|s| s.to_string()))),
+        ("pid", opt(a.pid.map(|p| p.to_string()))),
+        ("cwd", a.cwd.clone()),
+        ("session_id", opt(a.session_id.clone())),
+        ("where", host_text(&a.host)),
+    ];
+    match &a.host {
+        Host::Tmux { socket, .. } => fields.push(("tmux_socket", socket.clone())),
+        Host::Zellij { pane, .. } => fields.push(("zellij_pane", pane.clone())),
+        Host::Tty { .. } | Host::None => {}
+    }
+    fields.extend([
+        ("title", opt(a.title.clone())),
+        (
+            "command",
+            a.command
+                .iter()
+                .map(|w| shell_word(w))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        ("created_at", a.created_at.clone()),
+        ("ended_at", opt(a.ended_at.clone())),
+    ]);
+    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
+    fields
+        .into_iter()
+        .map(|(key, value)| {
+            let value = plain_text(&value, VALUE_MAX);
+            let value = if value.is_empty() {
+                "-".to_owned()
+            } else {
+                value
+            };
+            format!("{:width$} {value}\n", format!("{key}:"))
+        })
+        .collect()
+}
+
+/// Why an agent is in its state, for `volee explain`: a summary line, the deciding rule, then
+/// each source's latest observation.
+pub fn explanation_text(ex: &Explanation, now_epoch_secs: u64) -> String {
+    let a = &ex.agent;
+    let mut out = format!(
+        "{} {}: {} (source {}, since {})\ndecided by: {}\n",
+        plain_text(&a.id, ID_MAX),
+        plain_text(&a.name, NAME_MAX),
+        a.state,
+        a.state_source,
+        age_of(&a.state_since, now_epoch_secs),
+        plain_text(&ex.decision, VALUE_MAX),
+    );
+    if ex.observations.is_empty() {
+        out.push_str("observations: none\n");
+        return out;
+    }
+    out.push_str("observations:\n");
+    let rows = ex.observations.iter().map(|o| {
+        [
+            o.source.to_string(),
+            plain_text(&o.kind, 16),
+            format!("{} ago", age_of(&o.at, now_epoch_secs)),
+            plain_text(&o.evidence, VALUE_MAX),
+        ]
+    });
+    out.push_str(&columns(rows.collect(), "  "));
+    out
+}
+
+/// Rows as lines of columns two spaces apart, each column but the last padded to its widest cell.
+fn columns<const N: usize>(rows: Vec<[String; N]>, indent: &str) -> String {
+    let mut widths = [0; N];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(display_width(cell));
+        }
+    }
+    let mut out = String::new();
+    for row in &rows {
+        let cells: Vec<String> = row.iter().zip(widths).map(|(c, w)| pad_to(c, w)).collect();
+        out.push_str(indent);
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A command-line word as a POSIX shell would need it, so `show` prints a command one can rerun.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_alphanumeric() || "-_./=:,+@%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+fn profile_fit_name(fit: ProfileFit) -> &'static str {
+    match fit {
+        ProfileFit::Measured => "measured",
+        ProfileFit::OtherVersion => "other_version",
+        ProfileFit::Generic => "generic",
+    }
+}
+
+fn origin_name(origin: Origin) -> &'static str {
+    match origin {
+        Origin::Launched => "launched",
+        Origin::Discovered => "discovered",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{agent, NOW};
+    use volee_protocol::{AgentState::*, ObservationView, StateSource};
+
+    #[test]
+    fn table_aligns_unicode_names() {
+        let mut agents = vec![
+            agent("k3f9", "fix-auth", NeedsYou, "2025-01-01T00:07:00Z"),
+            agent(
+                "p2x1",
+                "日本語のエージェント",
+                Working,
+                "2025-01-01T00:09:55Z",
+            ),
+            agent("z9", "évite\x1b[2J", Done, "2024-12-30T00:00:00Z"),
+        ];
+        agents[1].host = Host::Zellij {
+            session: "S".into(),
+            tab: 2,
+            pane: "terminal_1".into(),
+        };
+        agents[2].host = Host::None;
+        agents[2].state_source = StateSource::Process;
+        let expected = "\
+ID    NAME                  HARNESS  STATE      FOR  SOURCE   WHERE
+k3f9  fix-auth              claude   needs_you  3m   hooks    tmux work:@3 %7
+p2x1  日本語のエージェント  claude   working    5s   hooks    zellij S tab 2
+z9    évite[2J              claude   done       2d   process  -
+";
+        assert_eq!(agents_table(&agents, NOW), expected);
+        assert_eq!(agents_table(&[], NOW), "no agents\n");
+    }
+
+    #[test]
+    fn detail_lists_every_field() {
+        let mut a = agent("k3f9", "fix-auth", Failed, "2025-01-01T00:07:00Z");
+        a.exit_status = Some(1);
+        a.title = Some("\x1b]0;pwned\x07Tests".into());
+        a.command = vec!["claude".into(), "--model".into(), "it's big".into()];
+        let text = agent_detail(&a, NOW);
+        for line in [
+            "id:              k3f9\n",
+            "harness_version: 2.0.14\n",
+            "state:           failed\n",
+            "state_since:     2025-01-01T00:07:00Z (3m ago)\n",
+            "exit_status:     1\n",
+            "session_id:      -\n",
+            "where:           tmux work:@3 %7\n",
+            "tmux_socket:     /tmp/tmux-1000/default\n",
+            "title:           ]0;pwnedTests\n",
+            "command:         claude --model 'it'\\''s big'\n",
+            "ended_at:        -\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        assert_eq!(text.lines().count(), 20);
+        assert!(!text.contains('\x1b'));
+    }
+
+    #[test]
+    fn explanation_lists_observations() {
+        let ex = Explanation {
+            agent: agent("k3f9", "fix-auth", NeedsYou, "2025-01-01T00:07:00Z"),
+            observations: vec![
+                ObservationView {
+                    source: StateSource::Hooks,
+                    kind: "prompt".into(),
+                    at: "2025-01-01T00:07:00.123Z".into(),
+                    evidence: "Notification: permission\nrequest".into(),
+                },
+                ObservationView {
+                    source: StateSource::Multiplexer,
+                    kind: "output".into(),
+                    at: "2025-01-01T00:09:58.000Z".into(),
+                    evidence: "\x1b[1mspinner".into(),
+                },
+            ],
+            decision: "hooks report a permission prompt, newer than screen output".into(),
+        };
+        let expected = "\
+k3f9 fix-auth: needs_you (source hooks, since 3m)
+decided by: hooks report a permission prompt, newer than screen output
+observations:
+  hooks        prompt  3m ago  Notification: permission request
+  multiplexer  output  2s ago  [1mspinner
+";
+        assert_eq!(explanation_text(&ex, NOW), expected);
+        let bare = Explanation {
+            observations: vec![],
+            ..ex
+        };
+        assert!(explanation_text(&bare, NOW).ends_with("observations: none\n"));
+    }
+}

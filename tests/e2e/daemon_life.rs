@@ -1,0 +1,156 @@
+//! The daemon's life: restarts lose nothing, a second daemon refuses to start, a daemon of another
+//! protocol version is replaced, a stale socket is taken over, the registry rebuilds from tmux.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixListener;
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use volee_test_support::wait_until;
+
+use crate::{launch_sh, setup};
+
+fn kill9(pid: i32) {
+    kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+    wait_until(
+        "the daemon process is gone",
+        Duration::from_secs(5),
+        || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            (stat.is_empty() || stat.contains(") Z ")).then_some(())
+        },
+        || format!("pid {pid} still alive"),
+    );
+}
+
+#[test]
+fn killed_daemon_restarts_without_losing_agents() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let sleeper = launch_sh(&env, "sleeper", "echo hi; exec sleep 60");
+    let quitter = launch_sh(&env, "quitter", "sleep 4; exit 3");
+    env.wait_state(&sleeper, "idle", 8);
+
+    let first = env.daemon_pid().unwrap();
+    kill9(first);
+    // The socket file is stale now; the next command starts a new daemon that takes it over.
+    let ls: serde_json::Value = serde_json::from_str(&env.ok(["ls", "--json"])).unwrap();
+    let second = env.daemon_pid().unwrap();
+    assert_ne!(first, second);
+    let ids: Vec<&str> = ls
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&sleeper.as_str()) && ids.contains(&quitter.as_str()),
+        "{ls}"
+    );
+    // The new daemon watches the panes again: the quitter's exit is seen.
+    assert_eq!(env.wait_state(&quitter, "failed", 10), "failed");
+    assert_eq!(env.agent(&quitter)["exit_status"], 3);
+
+    // Lose agents.json entirely: the registry is rebuilt from the panes' @volee-agent options.
+    kill9(second);
+    std::fs::remove_file(env.volee_home().join("state/agents.json")).unwrap();
+    let rebuilt = env.agent(&sleeper);
+    assert_eq!(rebuilt["name"], "sleeper");
+    assert_eq!(rebuilt["state"], "idle");
+    let bell_pane = rebuilt["host"]["pane"].as_str().unwrap().to_string();
+    env.tmux(&["send-keys", "-t", &bell_pane, "C-c"]);
+    assert_eq!(env.wait_state(&sleeper, "failed", 8), "failed");
+}
+
+#[test]
+fn corrupt_registry_is_kept_and_rebuilt() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let id = launch_sh(&env, "keeper", "exec sleep 60");
+    env.wait_state(&id, "idle", 8);
+    kill9(env.daemon_pid().unwrap());
+    let registry = env.volee_home().join("state/agents.json");
+    std::fs::write(&registry, b"{\"format\": 1, \"agents\": [ garbage").unwrap();
+    assert_eq!(env.agent(&id)["name"], "keeper");
+    let kept: Vec<_> = std::fs::read_dir(env.volee_home().join("state"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("agents.json.corrupt-")
+        })
+        .collect();
+    assert_eq!(kept.len(), 1, "the corrupt file is kept aside");
+}
+
+#[test]
+fn second_daemon_refuses_to_start() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    env.ok(["ls"]);
+    let out = env.run(["daemon", "--foreground"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("already running"), "{stderr}");
+    // The first one still answers.
+    env.ok(["ls"]);
+}
+
+#[test]
+fn daemon_of_another_protocol_version_is_replaced() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let id = launch_sh(&env, "survivor", "exec sleep 60");
+    env.wait_state(&id, "idle", 8);
+    kill9(env.daemon_pid().unwrap());
+
+    // An "old daemon": answers Hello with another version and ignores everything else.
+    let run = env.volee_home().join("run");
+    let socket = run.join("daemon.sock");
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket).unwrap();
+    let mut old = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    std::fs::write(run.join("daemon.pid"), format!("{}\n", old.id())).unwrap();
+    let server = std::thread::spawn(move || {
+        if let Ok((stream, _)) = listener.accept() {
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut writer = stream;
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 {
+                let _ = writer.write_all(b"{\"type\":\"hello\",\"version\":999,\"pid\":1}\n");
+                line.clear();
+            }
+        }
+    });
+    let view = env.agent(&id);
+    assert_eq!(view["name"], "survivor");
+    // The old daemon was told to go and then signalled by its recorded pid.
+    let status = old.wait().unwrap();
+    assert!(!status.success(), "the old daemon process was ended");
+    drop(server);
+}
+
+#[test]
+fn dead_tmux_server_stops_agents() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let a = launch_sh(&env, "a", "exec sleep 60");
+    let b = launch_sh(&env, "b", "while :; do echo x; sleep 0.2; done");
+    env.wait_state(&a, "idle", 8);
+    env.tmux(&["kill-server"]);
+    assert_eq!(env.wait_state(&a, "stopped", 8), "stopped");
+    assert_eq!(env.wait_state(&b, "stopped", 8), "stopped");
+    assert_eq!(env.agent(&a)["evidence"], "tmux server gone");
+    // The daemon is still fine.
+    env.ok(["ls", "--all"]);
+}

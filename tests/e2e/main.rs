@@ -1,0 +1,42 @@
+//! End-to-end tests: the real `volee` binary, a real tmux on a private socket, `VOLEE_HOME` in a
+//! temp dir. They depend on timing, so they run one at a time (the `serial` lock).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod bad_input;
+mod daemon_life;
+mod states;
+mod tmux_front;
+
+use std::sync::{Mutex, MutexGuard};
+
+use volee_test_support::{require, TestEnv};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Take the serial lock and make an environment with a running private tmux server, or None when
+/// tmux is missing outside CI.
+pub fn setup() -> Option<(MutexGuard<'static, ()>, TestEnv)> {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require("tmux", "volee's end-to-end tests") {
+        return None;
+    }
+    let env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
+    env.start_tmux();
+    Some((guard, env))
+}
+
+/// `volee launch --host tmux:main --name NAME -- sh -c SCRIPT`, returning the id.
+pub fn launch_sh(env: &TestEnv, name: &str, script: &str) -> String {
+    env.ok([
+        "launch",
+        "--host",
+        "tmux:main",
+        "--name",
+        name,
+        "--",
+        "sh",
+        "-c",
+        script,
+    ])
+}

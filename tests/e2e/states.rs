@@ -1,0 +1,166 @@
+//! The generic profile's states on real panes: working, needs_you (bell, prompt), idle, done,
+//! failed (exit 3, killed), stopped (volee stop, pane killed).
+
+use crate::{launch_sh, setup};
+
+#[test]
+fn output_bell_silence_and_exits_map_to_states() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+
+    let ticker = launch_sh(&env, "ticker", "while :; do echo tick; sleep 0.3; done");
+    let beller = launch_sh(
+        &env,
+        "beller",
+        "echo start; sleep 3; printf '\\a'; exec sleep 60",
+    );
+    let quiet = launch_sh(&env, "quiet", "echo hello; exec sleep 60");
+    let ok = launch_sh(&env, "ok", "echo bye; sleep 0.5; exit 0");
+    let bad = launch_sh(&env, "bad", "echo oops; sleep 0.5; exit 3");
+
+    assert_eq!(env.wait_state(&ticker, "working", 5), "working");
+    assert_eq!(env.wait_state(&quiet, "idle", 8), "idle");
+    assert_eq!(env.wait_state(&ok, "done", 8), "done");
+    assert_eq!(env.wait_state(&bad, "failed", 8), "failed");
+    assert_eq!(env.wait_state(&beller, "needs_you", 10), "needs_you");
+
+    let ok_view = env.agent(&ok);
+    assert_eq!(ok_view["exit_status"], 0);
+    assert_eq!(ok_view["state_source"], "multiplexer");
+    let bad_view = env.agent(&bad);
+    assert_eq!(bad_view["exit_status"], 3);
+    assert_eq!(bad_view["evidence"], "exit 3");
+    let bell_view = env.agent(&beller);
+    assert_eq!(bell_view["evidence"], "bell");
+    assert_eq!(bell_view["host"]["kind"], "tmux");
+    assert_eq!(bell_view["host"]["session"], "main");
+
+    // Still working after the window: the ticker keeps printing.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert_eq!(env.agent(&ticker)["state"], "working");
+    // The bell holds until new output: still needs_you.
+    assert_eq!(env.agent(&beller)["state"], "needs_you");
+
+    let explain = env.ok(["explain", &beller]);
+    assert!(explain.contains("needs_you"), "{explain}");
+    assert!(explain.contains("bell"), "{explain}");
+
+    // ls hides ended agents; --all shows them.
+    let live: serde_json::Value = serde_json::from_str(&env.ok(["ls", "--json"])).unwrap();
+    let ids: Vec<&str> = live
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&ticker.as_str()) && !ids.contains(&ok.as_str()),
+        "{ids:?}"
+    );
+    let all: serde_json::Value = serde_json::from_str(&env.ok(["ls", "--all", "--json"])).unwrap();
+    assert_eq!(all.as_array().unwrap().len(), 5);
+
+    // volee stop ends the whole process group: stopped.
+    let stopped = env.ok(["stop", &ticker]);
+    assert!(stopped.ends_with("stopped"), "{stopped}");
+    assert_eq!(env.agent(&ticker)["state"], "stopped");
+}
+
+#[test]
+fn prompt_line_needs_you_until_answered() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let asker = launch_sh(
+        &env,
+        "asker",
+        "echo working; printf 'Overwrite notes.txt? [y/N] '; read answer; echo \"got $answer\"; while :; do echo busy; sleep 0.3; done",
+    );
+    assert_eq!(env.wait_state(&asker, "needs_you", 8), "needs_you");
+    let view = env.agent(&asker);
+    assert_eq!(view["state_source"], "screen");
+    assert!(
+        view["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("generic.yes-no"),
+        "{view}"
+    );
+
+    let pane = view["host"]["pane"].as_str().unwrap().to_string();
+    env.tmux(&["send-keys", "-t", &pane, "y", "Enter"]);
+    assert_eq!(env.wait_state(&asker, "working", 5), "working");
+    let peek = env.ok(["peek", &asker, "-n", "50"]);
+    assert!(peek.contains("got y"), "{peek}");
+}
+
+#[test]
+fn killed_process_fails_and_killed_pane_stops() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let victim = launch_sh(&env, "victim", "exec sleep 60");
+    let doomed_pane = launch_sh(&env, "doomed", "exec sleep 60");
+    env.wait_state(&victim, "idle", 8);
+
+    let pid = env.agent(&victim)["pid"].as_i64().unwrap() as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    assert_eq!(env.wait_state(&victim, "failed", 5), "failed");
+    let view = env.agent(&victim);
+    assert_eq!(view["exit_status"], 137);
+    assert!(
+        view["evidence"].as_str().unwrap().contains("signal 9"),
+        "{view}"
+    );
+
+    let pane = env.agent(&doomed_pane)["host"]["pane"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.tmux(&["kill-pane", "-t", &pane]);
+    assert_eq!(env.wait_state(&doomed_pane, "stopped", 5), "stopped");
+    assert_eq!(env.agent(&doomed_pane)["evidence"], "pane closed");
+
+    // Ended agents can be forgotten; live ones cannot.
+    let live = launch_sh(&env, "live", "exec sleep 60");
+    let out = env.run(["rm", &live]);
+    assert_eq!(out.status.code(), Some(2));
+    env.ok(["rm", &victim]);
+    assert_eq!(env.run(["show", &victim]).status.code(), Some(2));
+}
+
+#[test]
+fn agent_gets_callers_cwd_and_environment() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    env.extra_env
+        .push(("VOLEE_TEST_SECRET".into(), "it's \"quoted\" $HOME".into()));
+    let sub = env.work().join("sub dir");
+    std::fs::create_dir_all(&sub).unwrap();
+    let id = env.ok([
+        "launch",
+        "--host",
+        "tmux:main",
+        "--cwd",
+        sub.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "pwd; printf 'secret=%s\\n' \"$VOLEE_TEST_SECRET\"; exec sleep 60",
+    ]);
+    env.wait_state(&id, "idle", 8);
+    let peek = env.ok(["peek", &id]);
+    assert!(peek.contains("sub dir"), "{peek}");
+    assert!(peek.contains("secret=it's \"quoted\" $HOME"), "{peek}");
+    // The handover file is gone once the pane started.
+    let leftovers: Vec<_> = std::fs::read_dir(env.volee_home().join("run/launch"))
+        .unwrap()
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
