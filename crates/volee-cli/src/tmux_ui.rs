@@ -451,7 +451,16 @@ pub fn pick(socket: Option<PathBuf>, client_name: Option<String>) -> CliResult {
         args.push(item.key.clone());
         args.push(switch_command(client_name.as_deref(), agent, &socket));
     }
-    server.run(&args)?;
+    // display-menu returns only when the menu closes: leave it to tmux and return now.
+    let argv: Vec<String> = args.iter().map(|a| volee_tmux::server::literal_arg(a)).collect();
+    server
+        .command()
+        .args(&argv)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
     Ok(())
 }
 

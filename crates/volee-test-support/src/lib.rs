@@ -54,11 +54,17 @@ impl TestEnv {
         for sub in ["home", "volee", "tmux", "work"] {
             std::fs::create_dir_all(dir.path().join(sub)).unwrap();
         }
-        TestEnv {
+        let env = TestEnv {
             dir,
             bin: bin.into(),
             extra_env: Vec::new(),
-        }
+        };
+        // tmux -S does not create the socket's directory; tmux itself wants it private.
+        let socket_dir = env.tmux_socket().parent().unwrap().to_path_buf();
+        std::fs::create_dir_all(&socket_dir).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&socket_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        env
     }
 
     pub fn root(&self) -> &Path {
@@ -90,7 +96,9 @@ impl TestEnv {
         lines[lines.len().saturating_sub(30)..].join("\n")
     }
 
-    fn base_env(&self, cmd: &mut Command) {
+    /// The hermetic environment; `extra_env` only for volee itself, so a test that takes tmux off
+    /// volee's PATH can still clean up its server.
+    fn base_env(&self, cmd: &mut Command, with_extra: bool) {
         cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.home())
@@ -99,8 +107,10 @@ impl TestEnv {
             .env("LANG", "C.UTF-8")
             .env("TERM", "xterm-256color")
             .env("VOLEE_LOG", "debug");
-        for (k, v) in &self.extra_env {
-            cmd.env(k, v);
+        if with_extra {
+            for (k, v) in &self.extra_env {
+                cmd.env(k, v);
+            }
         }
     }
 
@@ -111,7 +121,7 @@ impl TestEnv {
         S: AsRef<OsStr>,
     {
         let mut cmd = Command::new(&self.bin);
-        self.base_env(&mut cmd);
+        self.base_env(&mut cmd, true);
         cmd.args(args).current_dir(self.work()).stdin(Stdio::null());
         cmd
     }
@@ -152,7 +162,7 @@ impl TestEnv {
     /// A `tmux` command on the private server.
     pub fn tmux_command(&self) -> Command {
         let mut cmd = Command::new("tmux");
-        self.base_env(&mut cmd);
+        self.base_env(&mut cmd, false);
         cmd.arg("-S").arg(self.tmux_socket()).stdin(Stdio::null());
         cmd
     }

@@ -173,7 +173,7 @@ fn child_io(child: &mut Child) -> ChildIo {
 async fn run(
     key: SessionKey,
     (stdin, stdout): ChildIo,
-    mut child: Child,
+    child: Child,
     mut commands: mpsc::UnboundedReceiver<Pending>,
     events: mpsc::UnboundedSender<ConnectionEvent>,
 ) {
@@ -183,6 +183,10 @@ async fn run(
     };
     let mut parser = ControlParser::new();
     let mut waiting: VecDeque<oneshot::Sender<CommandReply>> = VecDeque::new();
+    // Commands written before the attach completes run without a client ("no current client"),
+    // so they wait for the attach command's own reply block (the one not flagged as ours).
+    let mut attached = false;
+    let mut held: Vec<Pending> = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         tokio::select! {
@@ -198,7 +202,16 @@ async fn run(
                                 let _ = tx.send(CommandReply { ok, lines });
                             }
                         }
-                        ControlEvent::Reply { .. } => {}
+                        ControlEvent::Reply { .. } => {
+                            if !attached {
+                                attached = true;
+                                for pending in std::mem::take(&mut held) {
+                                    if write_command(&mut stdin, pending, &mut waiting).await.is_err() {
+                                        return finish(key, stdin, child, events).await;
+                                    }
+                                }
+                            }
+                        }
                         other => {
                             if events.send(ConnectionEvent::Event(key.clone(), other)).is_err() {
                                 return;
@@ -208,16 +221,36 @@ async fn run(
                 }
             }
             cmd = commands.recv() => {
-                let Some(Pending { line, reply }) = cmd else { break };
-                let mut bytes = line.into_bytes();
-                bytes.push(b'\n');
-                if stdin.write_all(&bytes).await.is_err() {
+                let Some(pending) = cmd else { break };
+                if !attached {
+                    held.push(pending);
+                } else if write_command(&mut stdin, pending, &mut waiting).await.is_err() {
                     break;
                 }
-                waiting.push_back(reply);
             }
         }
     }
+    finish(key, stdin, child, events).await;
+}
+
+async fn write_command(
+    stdin: &mut tokio::process::ChildStdin,
+    Pending { line, reply }: Pending,
+    waiting: &mut VecDeque<oneshot::Sender<CommandReply>>,
+) -> std::io::Result<()> {
+    let mut bytes = line.into_bytes();
+    bytes.push(b'\n');
+    stdin.write_all(&bytes).await?;
+    waiting.push_back(reply);
+    Ok(())
+}
+
+async fn finish(
+    key: SessionKey,
+    stdin: tokio::process::ChildStdin,
+    mut child: Child,
+    events: mpsc::UnboundedSender<ConnectionEvent>,
+) {
     // Closing stdin detaches the control client; kill it in case it lingers.
     drop(stdin);
     let _ = child.start_kill();
