@@ -48,7 +48,9 @@ fn unknown_and_ambiguous_ids() {
     assert_eq!(out.status.code(), Some(2));
     let out = env.run(["wait", &ids[0], "--until", "done", "--timeout", "0.3"]);
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "idle");
+    // It prints the state it is in when it gives up.
+    let state = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(state == "working" || state == "idle", "{state}");
 }
 
 #[test]

@@ -120,13 +120,16 @@ fn daemon_of_another_protocol_version_is_replaced() {
         .spawn()
         .unwrap();
     std::fs::write(run.join("daemon.pid"), format!("{}\n", old.id())).unwrap();
+    let old_pid = old.id();
     let server = std::thread::spawn(move || {
         if let Ok((stream, _)) = listener.accept() {
             let mut reader = BufReader::new(stream.try_clone().unwrap());
             let mut writer = stream;
             let mut line = String::new();
             while reader.read_line(&mut line).unwrap_or(0) > 0 {
-                let _ = writer.write_all(b"{\"type\":\"hello\",\"version\":999,\"pid\":1}\n");
+                let hello =
+                    format!("{{\"type\":\"hello\",\"version\":999,\"pid\":{old_pid}}}\n");
+                let _ = writer.write_all(hello.as_bytes());
                 line.clear();
             }
         }

@@ -115,8 +115,8 @@ pub fn ensure_daemon(paths: &Paths, volee_bin: &Path) -> Result<Client, ClientEr
             }
             Ok(Response::Hello { pid, .. }) => {
                 // A daemon from another volee build: replace it; the registry survives on disk.
-                tracing::info!("restarting daemon {pid}: protocol differs");
-                stop_daemon(paths, &mut client, Some(pid));
+                // The pid file is what our daemons write; the Hello pid is only a fallback.
+                stop_daemon(paths, &mut client, read_pid(paths).or(Some(pid)));
             }
             _ => stop_daemon(paths, &mut client, read_pid(paths)),
         }
@@ -159,7 +159,11 @@ pub fn stop_daemon(paths: &Paths, client: &mut Client, pid: Option<u32>) {
     let Some(pid) = pid.or_else(|| read_pid(paths)) else {
         return;
     };
+    // Never signal init or a process group by mistake.
     let Ok(raw) = i32::try_from(pid) else { return };
+    if raw <= 1 {
+        return;
+    }
     let target = nix::unistd::Pid::from_raw(raw);
     let alive = || nix::sys::signal::kill(target, None).is_ok();
     let wait = |ms: u64| {

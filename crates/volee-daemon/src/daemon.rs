@@ -821,6 +821,9 @@ impl Daemon {
             .filter_map(|a| host_socket(&a.host).map(Path::to_path_buf))
             .collect();
         sockets.extend(self.tmux_servers.iter().cloned());
+        // With the registry lost, the agents' panes are still marked: look at every server of
+        // this user in tmux's socket directory.
+        sockets.extend(user_tmux_sockets());
         for socket in sockets {
             self.resync_server(&socket).await;
         }
@@ -1315,6 +1318,31 @@ impl Daemon {
             .await
             .map_err(|e| tmux_error_response(&e))
     }
+}
+
+/// Sockets in tmux's own directory for this user (`$TMUX_TMPDIR/tmux-UID`, `/tmp` by default),
+/// plus the server of `$TMUX`.
+fn user_tmux_sockets() -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let uid = nix::unistd::getuid().as_raw();
+    let default = volee_tmux::connection::default_socket(
+        None,
+        std::env::var("TMUX_TMPDIR").ok().as_deref(),
+        uid,
+    );
+    let mut sockets: Vec<PathBuf> = default
+        .parent()
+        .and_then(|dir| std::fs::read_dir(dir).ok())
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_socket()))
+        .map(|e| e.path())
+        .collect();
+    if let Ok(tmux) = std::env::var("TMUX") {
+        sockets.push(volee_tmux::connection::default_socket(Some(&tmux), None, uid));
+    }
+    sockets
 }
 
 fn host_socket(host: &Host) -> Option<&Path> {
