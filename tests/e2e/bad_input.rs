@@ -60,7 +60,14 @@ fn wait_for_an_unreachable_state_exits_5() {
     };
     let id = launch_sh(&env, "short", "exit 0");
     let out = env.run(["wait", &id, "--until", "needs_you", "--timeout", "10"]);
-    assert_eq!(out.status.code(), Some(5));
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        env.log_tail()
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "done");
 }
 

@@ -127,8 +127,7 @@ fn daemon_of_another_protocol_version_is_replaced() {
             let mut writer = stream;
             let mut line = String::new();
             while reader.read_line(&mut line).unwrap_or(0) > 0 {
-                let hello =
-                    format!("{{\"type\":\"hello\",\"version\":999,\"pid\":{old_pid}}}\n");
+                let hello = format!("{{\"type\":\"hello\",\"version\":999,\"pid\":{old_pid}}}\n");
                 let _ = writer.write_all(hello.as_bytes());
                 line.clear();
             }

@@ -452,7 +452,10 @@ pub fn pick(socket: Option<PathBuf>, client_name: Option<String>) -> CliResult {
         args.push(switch_command(client_name.as_deref(), agent, &socket));
     }
     // display-menu returns only when the menu closes: leave it to tmux and return now.
-    let argv: Vec<String> = args.iter().map(|a| volee_tmux::server::literal_arg(a)).collect();
+    let argv: Vec<String> = args
+        .iter()
+        .map(|a| volee_tmux::server::literal_arg(a))
+        .collect();
     server
         .command()
         .args(&argv)

@@ -273,6 +273,7 @@ const PANE_FIELDS: &[&str] = &[
     "@volee-harness",
     "pane_current_path",
     "pane_start_command",
+    "window_activity",
 ];
 
 struct PaneRow {
@@ -288,6 +289,8 @@ struct PaneRow {
     harness: String,
     path: String,
     start_command: String,
+    /// Last activity of the pane's window, epoch seconds.
+    activity: Option<u64>,
 }
 
 fn parse_pane_rows(text: &str) -> Vec<PaneRow> {
@@ -310,6 +313,7 @@ fn parse_pane_rows(text: &str) -> Vec<PaneRow> {
                 harness: f[9].clone(),
                 path: f[10].clone(),
                 start_command: f[11].clone(),
+                activity: f[12].parse().ok(),
             })
         })
         .collect()
@@ -765,6 +769,12 @@ impl Daemon {
                         &self.arbiter,
                     );
                     record.pid = row.pid;
+                    // Found, not launched: date it by its window's last activity so a quiet
+                    // agent is idle at once rather than "working" for the first window.
+                    if let Some(activity) = row.activity {
+                        record.created_at = (activity * 1000).min(now);
+                        record.state_since = record.created_at;
+                    }
                     if row.dead {
                         record.signals.exit = Some(ExitFact {
                             at: now,
@@ -1340,7 +1350,11 @@ fn user_tmux_sockets() -> Vec<PathBuf> {
         .map(|e| e.path())
         .collect();
     if let Ok(tmux) = std::env::var("TMUX") {
-        sockets.push(volee_tmux::connection::default_socket(Some(&tmux), None, uid));
+        sockets.push(volee_tmux::connection::default_socket(
+            Some(&tmux),
+            None,
+            uid,
+        ));
     }
     sockets
 }
@@ -1445,6 +1459,7 @@ mod tests {
             "generic",
             "/tmp",
             "sh -c 'x'",
+            "1796012403",
         ]
         .join("\x1f");
         let rows = parse_pane_rows(&line);
