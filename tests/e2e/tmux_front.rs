@@ -214,10 +214,9 @@ fn hostile_title_renders_literally_and_picker_switches() {
         "the picker menu is drawn",
         Duration::from_secs(5),
         || {
+            // The window list in the status line also names the agents: wait for the menu's keys.
             let s = viewer.capture();
-            s.contains("volee")
-                .then_some(s)
-                .filter(|s| s.contains("evil"))
+            (s.contains("(1)") && s.contains("(2)")).then_some(s)
         },
         || viewer.capture(),
     );

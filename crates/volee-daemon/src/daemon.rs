@@ -639,12 +639,14 @@ impl Daemon {
     async fn on_control_event(&mut self, key: SessionKey, event: ControlEvent) {
         let now = now_ms();
         match event {
-            ControlEvent::Output { pane, activity, .. } => {
-                if activity {
-                    if let Some(id) = self.agent_by_pane(&key.socket, &pane) {
-                        if let Some(a) = self.registry.get_mut(&id) {
-                            a.signals.last_output = Some(now);
-                        }
+            ControlEvent::Output {
+                pane,
+                activity: true,
+                ..
+            } => {
+                if let Some(id) = self.agent_by_pane(&key.socket, &pane) {
+                    if let Some(a) = self.registry.get_mut(&id) {
+                        a.signals.last_output = Some(now);
                     }
                 }
             }
@@ -664,13 +666,14 @@ impl Daemon {
                 }
             }
             ControlEvent::SubscriptionChanged {
-                name, pane, value, ..
+                name,
+                pane: Some(pane),
+                value,
+                ..
             } if name == DEAD_SUB => {
-                if let Some(pane) = pane {
-                    if let Some(id) = self.agent_by_pane(&key.socket, &pane) {
-                        if let Some(exit) = parse_dead(&String::from_utf8_lossy(&value), now) {
-                            self.record_exit(&id, exit);
-                        }
+                if let Some(id) = self.agent_by_pane(&key.socket, &pane) {
+                    if let Some(exit) = parse_dead(&String::from_utf8_lossy(&value), now) {
+                        self.record_exit(&id, exit);
                     }
                 }
             }
@@ -1084,7 +1087,7 @@ impl Daemon {
         let server = TmuxServer::new(&req.tmux_socket);
         let session = match self.target_session(&server, &req).await {
             Ok(s) => s,
-            Err(resp) => return resp,
+            Err(resp) => return *resp,
         };
         let Ok(volee_bin) = std::env::current_exe() else {
             return internal_error("cannot find the volee executable");
@@ -1179,13 +1182,13 @@ impl Daemon {
         &self,
         server: &TmuxServer,
         req: &LaunchRequest,
-    ) -> Result<String, Response> {
+    ) -> Result<String, Box<Response>> {
         if let Some(s) = &req.tmux_session {
             if !server.has_session(s) {
-                return Err(user_error(
+                return Err(Box::new(user_error(
                     &format!("tmux session {s:?} does not exist"),
                     vec!["list sessions with: tmux ls".into()],
-                ));
+                )));
             }
             return Ok(s.clone());
         }
@@ -1208,31 +1211,34 @@ impl Daemon {
             .await
         {
             Ok(_) => Ok("volee".into()),
-            Err(e) => Err(tmux_error_response(&e)),
+            Err(e) => Err(Box::new(tmux_error_response(&e))),
         }
     }
 
-    fn live_tmux(&self, query: &str) -> Result<(String, String, Option<u32>), Response> {
-        let agent = self.registry.resolve(query).map_err(resolve_error)?;
+    fn live_tmux(&self, query: &str) -> Result<(String, String, Option<u32>), Box<Response>> {
+        let agent = self
+            .registry
+            .resolve(query)
+            .map_err(|e| Box::new(resolve_error(e)))?;
         if agent.is_ended() {
-            return Err(user_error(
+            return Err(Box::new(user_error(
                 &format!("agent {} has already ended ({})", agent.id, agent.state()),
                 vec![],
-            ));
+            )));
         }
         match &agent.host {
             Host::Tmux { pane, .. } => Ok((agent.id.clone(), pane.clone(), agent.pid)),
-            _ => Err(user_error(
+            _ => Err(Box::new(user_error(
                 &format!("agent {} is not in a tmux pane", agent.id),
                 vec![],
-            )),
+            ))),
         }
     }
 
     fn stop(&mut self, query: &str) -> Response {
         let (id, _pane, pid) = match self.live_tmux(query) {
             Ok(x) => x,
-            Err(resp) => return resp,
+            Err(resp) => return *resp,
         };
         let now = now_ms();
         if let Some(a) = self.registry.get_mut(&id) {
@@ -1260,7 +1266,7 @@ impl Daemon {
     async fn interrupt(&mut self, query: &str) -> Response {
         let (id, pane, _) = match self.live_tmux(query) {
             Ok(x) => x,
-            Err(resp) => return resp,
+            Err(resp) => return *resp,
         };
         let key = self.profile.interrupt_key;
         match self
@@ -1268,7 +1274,7 @@ impl Daemon {
             .await
         {
             Ok(_) => Response::Ok,
-            Err(resp) => resp,
+            Err(resp) => *resp,
         }
     }
 
@@ -1302,19 +1308,20 @@ impl Daemon {
                     text: kept[skip..].join("\n"),
                 }
             }
-            Err(resp) => resp,
+            Err(resp) => *resp,
         }
     }
 
     /// Run a tmux command for an agent: over its control connection when there is one.
-    async fn tmux_command(&self, id: &str, args: &[&str]) -> Result<String, Response> {
+    async fn tmux_command(&self, id: &str, args: &[&str]) -> Result<String, Box<Response>> {
         if let Some((conn, _)) = self.conn_of(id) {
-            let line = command_line(args).map_err(|e| user_error(&e.to_string(), vec![]))?;
+            let line =
+                command_line(args).map_err(|e| Box::new(user_error(&e.to_string(), vec![])))?;
             if let Ok(reply) = conn.request(line).await {
                 return if reply.ok {
                     Ok(reply.text())
                 } else {
-                    Err(internal_error(&format!("tmux: {}", reply.text())))
+                    Err(Box::new(internal_error(&format!("tmux: {}", reply.text()))))
                 };
             }
         }
@@ -1322,11 +1329,11 @@ impl Daemon {
             .registry
             .get(id)
             .and_then(|a| host_socket(&a.host).map(Path::to_path_buf))
-            .ok_or_else(|| internal_error("agent has no tmux host"))?;
+            .ok_or_else(|| Box::new(internal_error("agent has no tmux host")))?;
         TmuxServer::new(socket)
             .run_async(args)
             .await
-            .map_err(|e| tmux_error_response(&e))
+            .map_err(|e| Box::new(tmux_error_response(&e)))
     }
 }
 
