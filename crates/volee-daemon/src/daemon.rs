@@ -344,6 +344,8 @@ struct Daemon {
     /// The `last_output` value whose screen was already read, per agent.
     screen_checked: HashMap<String, Millis>,
     last_status: HashMap<PathBuf, String>,
+    /// How often a dead pane without a status was asked again, per agent.
+    exit_retries: HashMap<String, u32>,
     /// Agents whose view changed since the last flush.
     changed: HashSet<String>,
     save_needed: bool,
@@ -374,6 +376,7 @@ impl Daemon {
             watchers: Vec::new(),
             screen_checked: HashMap::new(),
             last_status: HashMap::new(),
+            exit_retries: HashMap::new(),
             changed: HashSet::new(),
             save_needed: false,
             shutting_down: false,
@@ -617,11 +620,26 @@ impl Daemon {
     }
 
     fn record_exit(&mut self, id: &str, exit: ExitFact) {
-        if let Some(agent) = self.registry.get_mut(id) {
-            if agent.signals.exit.is_none() && !agent.is_ended() {
-                agent.signals.exit = Some(exit);
-                self.save_needed = true;
+        let Some(agent) = self.registry.get(id) else {
+            return;
+        };
+        if agent.signals.exit.is_some() || agent.is_ended() {
+            return;
+        }
+        // tmux marks a pane dead when its pty closes, which can be a moment before it reaps the
+        // process and knows the status: ask again shortly rather than record "status unknown".
+        if exit.status.is_none() && exit.signal.is_none() {
+            let tries = self.exit_retries.entry(id.to_string()).or_insert(0);
+            *tries += 1;
+            if *tries <= 20 {
+                self.probe_pane(id, Duration::from_millis(50));
+                return;
             }
+        }
+        self.exit_retries.remove(id);
+        if let Some(agent) = self.registry.get_mut(id) {
+            agent.signals.exit = Some(exit);
+            self.save_needed = true;
         }
     }
 
@@ -722,6 +740,7 @@ impl Daemon {
             }
         };
         let socket_text = socket.display().to_string();
+        let mut exits = Vec::new();
         for row in rows.iter().filter(|r| !r.agent.is_empty()) {
             match self.registry.get_mut(&row.agent) {
                 Some(agent) if !agent.is_ended() => {
@@ -732,13 +751,15 @@ impl Daemon {
                         pane: row.pane.clone(),
                     };
                     agent.pid = row.pid.or(agent.pid);
-                    if row.dead && agent.signals.exit.is_none() {
-                        agent.signals.exit = Some(ExitFact {
-                            at: now,
-                            status: row.status,
-                            signal: row.signal,
-                        });
-                        self.save_needed = true;
+                    if row.dead {
+                        exits.push((
+                            row.agent.clone(),
+                            ExitFact {
+                                at: now,
+                                status: row.status,
+                                signal: row.signal,
+                            },
+                        ));
                     }
                 }
                 Some(_) => {}
@@ -789,6 +810,9 @@ impl Daemon {
                     self.save_needed = true;
                 }
             }
+        }
+        for (id, exit) in exits {
+            self.record_exit(&id, exit);
         }
         let present: HashSet<&str> = rows
             .iter()

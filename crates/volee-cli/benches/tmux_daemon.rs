@@ -1,0 +1,234 @@
+//! Benchmarks of the tmux daemon against a real tmux on a private socket:
+//!
+//! 1. bell → `needs_you`: the time from a BEL written to an agent pane's tty (exactly what an agent
+//!    printing does) to (a) the daemon's watch stream reporting `needs_you` — the state `volee ls`
+//!    shows — and (b) tmux's `@volee-status` option containing "needs you";
+//! 2. the daemon at steady state with N idle agents: CPU, process spawns, RSS;
+//! 3. `volee ls --json` round trip: socket request in-process, and the whole command.
+//!
+//! `cargo bench -p volee-cli --bench tmux_daemon` (env: BELLS=100, AGENTS=50, IDLE_SECS=60).
+//! Prints a markdown table for docs/benchmarks.md.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use volee_daemon::{Client, Paths};
+use volee_protocol::{AgentState, Request, Response};
+use volee_test_support::{require, wait_until, TestEnv};
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn paths(env: &TestEnv) -> Paths {
+    let home = env.volee_home();
+    Paths::from_env(
+        |k| (k == "VOLEE_HOME").then(|| home.display().to_string()),
+        nix::unistd::getuid().as_raw(),
+    )
+}
+
+fn proc_stat_field(pid: i32, index: usize) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after
+        .split_whitespace()
+        .nth(index - 3)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// utime + stime of a process, in clock ticks.
+fn cpu_ticks(pid: i32) -> u64 {
+    proc_stat_field(pid, 14) + proc_stat_field(pid, 15)
+}
+
+/// Forks since boot, system-wide (`processes` in /proc/stat).
+fn forks_since_boot() -> u64 {
+    std::fs::read_to_string("/proc/stat")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("processes "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn rss_kib(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches(" kB")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    if !require("tmux", "the tmux daemon benchmarks") {
+        return;
+    }
+    let bells = env_num("BELLS", 100) as usize;
+    let agents = env_num("AGENTS", 50) as usize;
+    let idle_secs = env_num("IDLE_SECS", 60);
+
+    let env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
+    env.start_tmux();
+    env.ok(["tmux-init"]);
+    let paths = paths(&env);
+
+    // 1. bell latency.
+    let id = env.ok([
+        "launch",
+        "--host",
+        "tmux:main",
+        "--name",
+        "bell",
+        "--",
+        "sleep",
+        "100000",
+    ]);
+    let tty = env.tmux(&[
+        "display-message",
+        "-p",
+        "-t",
+        &env.agent(&id)["host"]["pane"].as_str().unwrap().to_string(),
+        "#{pane_tty}",
+    ]);
+    let mut pty = std::fs::OpenOptions::new()
+        .write(true)
+        .open(tty.trim())
+        .unwrap();
+    let mut watch = Client::connect(&paths).unwrap();
+    watch.send(&Request::Watch { id: id.clone() }).unwrap();
+    let mut next_state = |watch: &mut Client| loop {
+        match watch.next_response_within(Duration::from_secs(10)).unwrap() {
+            Some(Response::Agent { agent }) => return agent.state,
+            Some(other) => panic!("{other:?}"),
+            None => panic!("no state change within 10 s"),
+        }
+    };
+    let status = || env.tmux(&["show-option", "-gv", "@volee-status"]);
+    let mut to_state = Vec::new();
+    let mut to_status = Vec::new();
+    for i in 0..bells {
+        // New output first (working), so the bell is a fresh needs_you.
+        writeln!(pty, "output {i}").unwrap();
+        while next_state(&mut watch) != AgentState::Working {}
+        wait_until(
+            "the status line left needs you",
+            Duration::from_secs(5),
+            || (!status().contains("needs you")).then_some(()),
+            status,
+        );
+        let t0 = Instant::now();
+        pty.write_all(b"\x07").unwrap();
+        while next_state(&mut watch) != AgentState::NeedsYou {}
+        to_state.push(t0.elapsed().as_secs_f64() * 1000.0);
+        wait_until(
+            "the status line shows needs you",
+            Duration::from_secs(5),
+            || status().contains("needs you").then_some(()),
+            status,
+        );
+        to_status.push(t0.elapsed().as_secs_f64() * 1000.0);
+    }
+    to_state.sort_by(f64::total_cmp);
+    to_status.sort_by(f64::total_cmp);
+    env.ok(["stop", &id]);
+
+    // 2. steady state with idle agents.
+    let mut ids = Vec::new();
+    for n in 0..agents {
+        ids.push(env.ok([
+            "launch",
+            "--host",
+            "tmux:main",
+            "--name",
+            &format!("idle{n}"),
+            "--",
+            "sleep",
+            "100000",
+        ]));
+    }
+    for id in &ids {
+        env.wait_state(id, "idle", 30);
+    }
+    let pid = env.daemon_pid().unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let ticks_per_sec = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .unwrap()
+        .unwrap() as f64;
+    let (cpu0, forks0, t0) = (cpu_ticks(pid), forks_since_boot(), Instant::now());
+    std::thread::sleep(Duration::from_secs(idle_secs));
+    let (cpu1, forks1, elapsed) = (cpu_ticks(pid), forks_since_boot(), t0.elapsed());
+    let cpu_pct = (cpu1 - cpu0) as f64 / ticks_per_sec / elapsed.as_secs_f64() * 100.0;
+    let forks_per_sec = (forks1 - forks0) as f64 / elapsed.as_secs_f64();
+    let rss = rss_kib(pid);
+
+    // 3. ls round trips.
+    let mut client = Client::connect(&paths).unwrap();
+    let mut socket_ms = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        match client.request(&Request::List { all: false }).unwrap() {
+            Response::Agents { agents: a } => assert_eq!(a.len(), agents),
+            other => panic!("{other:?}"),
+        }
+        socket_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    socket_ms.sort_by(f64::total_cmp);
+    let mut command_ms = Vec::new();
+    for _ in 0..50 {
+        let t = Instant::now();
+        env.ok(["ls", "--json"]);
+        command_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    command_ms.sort_by(f64::total_cmp);
+    for id in &ids {
+        env.run(["stop", id]);
+    }
+
+    println!("| measurement | p50 | p99 | max |");
+    println!("|---|---|---|---|");
+    for (what, v) in [
+        (format!("bell → needs_you in the registry/`volee ls` (ms, {bells} bells)"), &to_state),
+        (format!("bell → \"needs you\" in `@volee-status` (ms, {bells} bells; includes ~2 ms per `tmux show` poll)"), &to_status),
+        (format!("`ls` request over the socket, {agents} agents (ms, 200 runs)"), &socket_ms),
+        (format!("`volee ls --json` whole command, {agents} agents (ms, 50 runs)"), &command_ms),
+    ] {
+        println!(
+            "| {what} | {:.1} | {:.1} | {:.1} |",
+            percentile(v, 0.5),
+            percentile(v, 0.99),
+            v[v.len() - 1]
+        );
+    }
+    println!();
+    println!(
+        "| daemon with {agents} idle agents over {} s | value |",
+        elapsed.as_secs()
+    );
+    println!("|---|---|");
+    println!("| CPU (% of one core) | {cpu_pct:.3} |");
+    println!("| process spawns per second, whole machine | {forks_per_sec:.2} |");
+    println!("| RSS (MiB) | {:.1} |", rss as f64 / 1024.0);
+}
