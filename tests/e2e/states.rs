@@ -29,7 +29,7 @@ fn output_bell_silence_and_exits_map_to_states() {
     assert_eq!(ok_view["exit_status"], 0);
     assert_eq!(ok_view["state_source"], "multiplexer");
     let bad_view = env.agent(&bad);
-    assert_eq!(bad_view["exit_status"], 3);
+    assert_eq!(bad_view["exit_status"], 3, "{bad_view}\n{}", env.log_tail());
     assert_eq!(bad_view["evidence"], "exit 3");
     let bell_view = env.agent(&beller);
     assert_eq!(bell_view["evidence"], "bell");

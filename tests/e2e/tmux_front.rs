@@ -305,3 +305,50 @@ fn attach_from_a_plain_shell_attaches_a_client_to_the_agent() {
     );
     let _ = child.wait();
 }
+
+#[test]
+fn up_without_a_terminal_prepares_the_volee_session() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let out = env.ok(["up"]);
+    assert!(out.contains("volee is up"), "{out}");
+    assert!(out.contains("attach with: tmux attach -t volee"), "{out}");
+    env.tmux(&["has-session", "-t", "=volee"]);
+    assert!(env
+        .tmux(&["show-option", "-gv", "status-right"])
+        .contains("#{@volee-status}"));
+    // Agents launched from outside tmux without --host land in session `volee`.
+    let id = env.ok(["launch", "--", "sleep", "60"]);
+    assert_eq!(env.agent(&id)["host"]["session"], "volee");
+    // A second `up` changes nothing.
+    let options = env.tmux(&["show-options", "-g"]);
+    env.ok(["up"]);
+    assert_eq!(env.tmux(&["show-options", "-g"]), options);
+}
+
+#[test]
+fn interrupt_sends_the_interrupt_key() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let id = launch_sh(
+        &env,
+        "trapper",
+        "trap 'echo interrupted' INT; echo ready; while :; do sleep 0.1; done",
+    );
+    wait_until(
+        "the agent is ready",
+        Duration::from_secs(5),
+        || env.ok(["peek", &id]).contains("ready").then_some(()),
+        || env.ok(["peek", &id]),
+    );
+    env.ok(["interrupt", &id]);
+    wait_until(
+        "the agent's INT trap ran",
+        Duration::from_secs(5),
+        || env.ok(["peek", &id]).contains("interrupted").then_some(()),
+        || env.ok(["peek", &id]),
+    );
+    assert_ne!(env.agent(&id)["state"], "failed");
+}

@@ -402,18 +402,13 @@ impl Registry {
             .unwrap_or(base)
     }
 
-    /// Remove ended agents that ended before `cutoff`; returns their ids.
-    pub fn prune(&mut self, cutoff: Millis) -> Vec<String> {
-        let old: Vec<String> = self
-            .agents
+    /// Ended agents that ended before `cutoff` (what `prune` forgets).
+    pub fn expired(&self, cutoff: Millis) -> Vec<String> {
+        self.agents
             .values()
             .filter(|a| a.is_ended() && a.ended_at.unwrap_or(a.created_at) < cutoff)
             .map(|a| a.id.clone())
-            .collect();
-        for id in &old {
-            self.agents.remove(id);
-        }
-        old
+            .collect()
     }
 }
 
@@ -516,15 +511,14 @@ mod tests {
     }
 
     #[test]
-    fn prune_removes_only_old_ended_agents() {
+    fn only_old_ended_agents_expire() {
         let mut reg = Registry::default();
         let mut ended = record("aaaa", "a");
         end(&mut ended);
         reg.insert(ended);
         reg.insert(record("bbbb", "b"));
-        assert!(reg.prune(1500).is_empty());
-        assert_eq!(reg.prune(5000), vec!["aaaa".to_string()]);
-        assert_eq!(reg.len(), 1);
+        assert!(reg.expired(1500).is_empty());
+        assert_eq!(reg.expired(5000), vec!["aaaa".to_string()]);
     }
 
     #[test]

@@ -626,8 +626,23 @@ impl Daemon {
         if agent.signals.exit.is_some() || agent.is_ended() {
             return;
         }
-        // tmux marks a pane dead when its pty closes, which can be a moment before it reaps the
-        // process and knows the status: ask again shortly rather than record "status unknown".
+        tracing::debug!(
+            "agent {id}: pane dead, status {:?}, signal {:?}",
+            exit.status,
+            exit.signal
+        );
+        let mut exit = exit;
+        // tmux 3.3a sometimes leaves a dead pane's process unreaped (a zombie) until some other
+        // child of the server exits, so #{pane_dead_status} stays empty: the zombie still holds
+        // its wait status in /proc.
+        if exit.status.is_none() && exit.signal.is_none() {
+            if let Some((status, signal)) = agent.pid.and_then(zombie_wait_status) {
+                exit.status = status;
+                exit.signal = signal;
+            }
+        }
+        // A pane can also be marked dead (pty closed) a moment before its process exits: ask
+        // again shortly rather than record "status unknown".
         if exit.status.is_none() && exit.signal.is_none() {
             let tries = self.exit_retries.entry(id.to_string()).or_insert(0);
             *tries += 1;
@@ -985,12 +1000,7 @@ impl Daemon {
 
     fn prune(&mut self) {
         let cutoff = now_ms().saturating_sub(self.config.retention.as_millis() as u64);
-        let old: Vec<String> = self
-            .registry
-            .iter()
-            .filter(|a| a.is_ended() && a.ended_at.unwrap_or(a.created_at) < cutoff)
-            .map(|a| a.id.clone())
-            .collect();
+        let old = self.registry.expired(cutoff);
         for id in &old {
             self.forget(id);
         }
@@ -1361,6 +1371,30 @@ impl Daemon {
     }
 }
 
+/// The wait status of a zombie process, from field 52 (`exit_code`) of `/proc/PID/stat`:
+/// `(exit status, signal)`. None when the process is not a zombie (running, or already reaped).
+fn zombie_wait_status(pid: u32) -> Option<(Option<i32>, Option<i32>)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_zombie_stat(&stat)
+}
+
+fn parse_zombie_stat(stat: &str) -> Option<(Option<i32>, Option<i32>)> {
+    // The command name may contain spaces and parentheses: fields start after the last ')'.
+    let fields: Vec<&str> = stat
+        .get(stat.rfind(')')? + 2..)?
+        .split_whitespace()
+        .collect();
+    if fields.first() != Some(&"Z") {
+        return None;
+    }
+    let code: i32 = fields.last()?.parse().ok()?;
+    Some(if code & 0x7f == 0 {
+        (Some((code >> 8) & 0xff), None)
+    } else {
+        (None, Some(code & 0x7f))
+    })
+}
+
 /// Sockets in tmux's own directory for this user (`$TMUX_TMPDIR/tmux-UID`, `/tmp` by default),
 /// plus the server of `$TMUX`.
 fn user_tmux_sockets() -> Vec<PathBuf> {
@@ -1473,6 +1507,17 @@ mod tests {
         );
         assert_eq!(parse_dead("0::", 5), None);
         assert_eq!(parse_dead("", 5), None);
+    }
+
+    #[test]
+    fn zombie_stat_gives_the_wait_status() {
+        let exited = "15890 (s h) x) Z 1 15890 15890 0 -1 4227084 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 768";
+        assert_eq!(parse_zombie_stat(exited), Some((Some(3), None)));
+        let killed = exited.replace(" 768", " 9");
+        assert_eq!(parse_zombie_stat(&killed), Some((None, Some(9))));
+        let running = exited.replace(") Z ", ") S ");
+        assert_eq!(parse_zombie_stat(&running), None);
+        assert_eq!(parse_zombie_stat("garbage"), None);
     }
 
     #[test]
