@@ -110,7 +110,7 @@ fn main() {
         "display-message",
         "-p",
         "-t",
-        &env.agent(&id)["host"]["pane"].as_str().unwrap().to_string(),
+        env.agent(&id)["host"]["pane"].as_str().unwrap(),
         "#{pane_tty}",
     ]);
     let mut pty = std::fs::OpenOptions::new()
@@ -119,13 +119,12 @@ fn main() {
         .unwrap();
     let mut watch = Client::connect(&paths).unwrap();
     watch.send(&Request::Watch { id: id.clone() }).unwrap();
-    let next_state = |watch: &mut Client| loop {
-        match watch.next_response_within(Duration::from_secs(10)).unwrap() {
-            Some(Response::Agent { agent }) => return agent.state,
+    let next_state =
+        |watch: &mut Client| match watch.next_response_within(Duration::from_secs(10)).unwrap() {
+            Some(Response::Agent { agent }) => agent.state,
             Some(other) => panic!("{other:?}"),
             None => panic!("no state change within 10 s"),
-        }
-    };
+        };
     let status = || env.tmux(&["show-option", "-gv", "@volee-status"]);
     let mut to_state = Vec::new();
     let mut to_status = Vec::new();
