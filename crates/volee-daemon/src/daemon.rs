@@ -924,6 +924,7 @@ impl Daemon {
         }
         if state_changed {
             self.save_needed = true;
+            self.drop_unwatched_connections();
         }
         if self.save_needed {
             self.save();
@@ -949,6 +950,25 @@ impl Daemon {
             });
             self.push_status().await;
         }
+    }
+
+    /// Close control clients of sessions that no longer hold a live agent.
+    fn drop_unwatched_connections(&mut self) {
+        let watched: HashSet<SessionKey> = self
+            .registry
+            .iter()
+            .filter(|a| !a.is_ended())
+            .filter_map(|a| match &a.host {
+                Host::Tmux {
+                    socket, session, ..
+                } => Some(SessionKey {
+                    socket: socket.into(),
+                    session: session.clone(),
+                }),
+                _ => None,
+            })
+            .collect();
+        self.conns.retain(|key, _| watched.contains(key));
     }
 
     fn views(&self, all: bool) -> Vec<AgentView> {
