@@ -352,3 +352,31 @@ fn interrupt_sends_the_interrupt_key() {
     );
     assert_ne!(env.agent(&id)["state"], "failed");
 }
+
+#[test]
+fn attach_inside_tmux_switches_the_client() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let target = launch_sh(&env, "target", "echo here; exec sleep 60");
+    let pane = env.agent(&target)["host"]["pane"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let viewer = Viewer::start(&env);
+    let client = viewer_client(&env).unwrap();
+    // Type `volee attach` into the user's own shell pane (main:0), as a user would.
+    env.tmux(&["select-window", "-t", "main:0"]);
+    let line = format!("{} attach {target}", env.bin.display());
+    env.tmux(&["send-keys", "-t", "main:0", "-l", &line]);
+    env.tmux(&["send-keys", "-t", "main:0", "Enter"]);
+    wait_until(
+        "the client shows the agent's pane",
+        Duration::from_secs(8),
+        || {
+            let active = env.tmux(&["display-message", "-p", "-c", &client, "#{pane_id}"]);
+            (active.trim() == pane).then_some(())
+        },
+        || viewer.capture(),
+    );
+}

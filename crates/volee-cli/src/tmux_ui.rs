@@ -316,13 +316,6 @@ fn agent(id: &str) -> CliResult<AgentView> {
     }
 }
 
-/// The terminal this process runs on, as tmux names clients (`/dev/pts/3`).
-fn own_tty() -> Option<String> {
-    nix::unistd::ttyname(std::io::stdin())
-        .ok()
-        .map(|p| p.display().to_string())
-}
-
 pub fn attach(id: &str) -> CliResult {
     let agent = agent(id)?;
     let Host::Tmux {
@@ -358,12 +351,20 @@ pub fn attach(id: &str) -> CliResult {
             ))
             .hint("detach from this tmux first, then run volee attach again"));
         }
-        let mut args = vec!["switch-client".to_string()];
-        if let Some(tty) = own_tty() {
-            args.extend(["-c".into(), tty]);
+        // Our terminal is the pane's pty, not the client's: keep `$TMUX` so tmux itself picks
+        // the client attached to the caller's session, as it does for a command typed in a pane.
+        let status = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(socket)
+            .args(["switch-client", "-t", pane.as_str()])
+            .stdin(std::process::Stdio::null())
+            .status()
+            .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
+        if !status.success() {
+            return Err(CliError::internal(format!(
+                "tmux switch-client -t {pane} failed"
+            )));
         }
-        args.extend(["-t".into(), pane.clone()]);
-        server.run(&args)?;
         return Ok(());
     }
     if !stdin_is_tty() {
