@@ -135,6 +135,11 @@ pub fn launch(args: LaunchArgs) -> CliResult {
             })?
         }
     };
+    let Some(profile) = volee_harness::profile(&harness) else {
+        let names: Vec<&str> = volee_harness::profiles().iter().map(|p| p.name).collect();
+        return Err(CliError::user(format!("unknown harness {harness:?}"))
+            .hint(format!("known harnesses: {}", names.join(", "))));
+    };
     if harness == "generic" {
         let unsupported = [
             ("--model", args.model.is_some()),
@@ -188,9 +193,31 @@ pub fn launch(args: LaunchArgs) -> CliResult {
     let env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
+    let launch = if harness == "generic" {
+        crate::harness_cli::HarnessLaunch {
+            command: args.command,
+            version: None,
+            fit: volee_protocol::ProfileFit::Generic,
+            session_id: None,
+        }
+    } else {
+        crate::harness_cli::launch_line(
+            &profile,
+            &crate::harness_cli::LaunchOptions {
+                name: args.name.as_deref(),
+                model: args.model.as_deref(),
+                worktree: args.worktree.as_deref(),
+                prompt: args.prompt.as_deref(),
+                extra: &args.command,
+            },
+        )?
+    };
     let req = LaunchRequest {
         harness,
-        command: args.command,
+        command: launch.command,
+        harness_version: launch.version,
+        profile_fit: launch.fit,
+        session_id: launch.session_id,
         cwd: cwd.display().to_string(),
         name: args.name,
         env,

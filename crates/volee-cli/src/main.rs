@@ -2,6 +2,7 @@
 
 mod commands;
 mod error;
+mod harness_cli;
 mod pane_exec;
 mod tmux_ui;
 
@@ -68,6 +69,21 @@ enum Command {
     Stop { id: String },
     /// Interrupt the current turn without ending the agent.
     Interrupt { id: String },
+    /// Type a prompt or an answer into the agent (its profile's input rules) and confirm it reacted.
+    Send {
+        id: String,
+        text: String,
+        /// How long to wait for the agent to react.
+        #[arg(long, default_value_t = 5)]
+        wait: u64,
+    },
+    /// The harness profiles and the versions they were measured on.
+    Profiles {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Entry point for harness hooks (JSON on stdin); always fast, never fails the harness.
+    Hook { harness: String, event: String },
     /// Print the last lines of the agent's screen, escape sequences removed.
     Peek {
         id: String,
@@ -150,6 +166,11 @@ fn main() {
         Command::Attach { id } => tmux_ui::attach(&id),
         Command::Stop { id } => commands::stop(&id),
         Command::Interrupt { id } => commands::interrupt(&id),
+        Command::Send { id, text, wait } => {
+            harness_cli::send(&id, &text, std::time::Duration::from_secs(wait))
+        }
+        Command::Profiles { json } => harness_cli::profiles(json),
+        Command::Hook { harness, event } => harness_cli::hook(&harness, &event),
         Command::Peek { id, lines } => commands::peek(&id, lines),
         Command::Rm { id } => commands::rm(&id),
         Command::Prune => commands::prune(),

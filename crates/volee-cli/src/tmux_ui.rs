@@ -559,6 +559,9 @@ pub fn launch_line(socket: &Path, pane: &str, client_name: Option<String>) -> Cl
         tmux_socket: socket.display().to_string(),
         tmux_session: session.filter(|s| !s.is_empty()),
         caller_pane: Some(pane.to_string()),
+        harness_version: None,
+        profile_fit: volee_protocol::ProfileFit::Generic,
+        session_id: None,
     };
     match client.request(&Request::Launch(req))? {
         Response::Agent { agent } => {

@@ -24,14 +24,30 @@ impl Default for ArbiterConfig {
     }
 }
 
-/// A screen rule that matched the pane's last line.
+/// A screen rule that matched the pane's text or title.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PromptMatch {
     pub at: Millis,
     /// Rule id from the profile (`generic.yes-no`).
     pub rule: String,
-    /// The matched line (agent-controlled text).
+    /// The matched text (agent-controlled).
     pub text: String,
+    /// The state the rule means (older registries only held prompts).
+    #[serde(default = "needs_you")]
+    pub state: AgentState,
+}
+
+fn needs_you() -> AgentState {
+    AgentState::NeedsYou
+}
+
+/// The latest hook event that meant a state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookSignal {
+    pub at: Millis,
+    /// The harness's event name (`PermissionRequest`).
+    pub event: String,
+    pub state: AgentState,
 }
 
 /// How the agent's process ended, as the multiplexer reported it.
@@ -51,6 +67,9 @@ pub struct Signals {
     pub last_output: Option<Millis>,
     pub last_bell: Option<Millis>,
     pub prompt: Option<PromptMatch>,
+    /// Latest state-bearing hook event (harness profiles).
+    #[serde(default)]
+    pub hook: Option<HookSignal>,
     pub title: Option<(Millis, String)>,
     pub exit: Option<ExitFact>,
     /// `volee stop` asked for it.
@@ -91,6 +110,9 @@ pub fn decide(signals: &Signals, created: Millis, now: Millis, cfg: &ArbiterConf
     if let Some(d) = decide_final(signals) {
         return d;
     }
+    if let Some(hook) = &signals.hook {
+        return decide_hooked(signals, hook);
+    }
     let last_output = signals.last_output;
     let active_since = last_output.unwrap_or(created).max(created);
 
@@ -102,6 +124,13 @@ pub fn decide(signals: &Signals, created: Millis, now: Millis, cfg: &ArbiterConf
         .prompt
         .as_ref()
         .filter(|p| last_output.is_none_or(|o| p.at >= o));
+    // A screen rule for another state (a title that says working, a failed turn on screen).
+    if let Some(p) = prompt.filter(|p| p.state != AgentState::NeedsYou) {
+        if bell.is_none_or(|b| b < p.at) {
+            return screen_decision(p);
+        }
+    }
+    let prompt = prompt.filter(|p| p.state == AgentState::NeedsYou);
     match (bell, prompt) {
         (Some(b), Some(p)) if p.at < b => return prompt_decision(p),
         (Some(b), _) => {
@@ -157,7 +186,57 @@ fn prompt_decision(p: &PromptMatch) -> Decision {
         source: StateSource::Screen,
         at: p.at,
         evidence: format!("rule {}: {:?}", p.rule, p.text),
-        rule: "the last screen line is a known prompt; new output clears it".into(),
+        rule: "the screen shows a known prompt; new output clears it".into(),
+        recheck_at: None,
+    }
+}
+
+fn screen_decision(p: &PromptMatch) -> Decision {
+    Decision {
+        state: p.state,
+        source: StateSource::Screen,
+        at: p.at,
+        evidence: format!("rule {}: {:?}", p.rule, p.text),
+        rule: format!("screen rule {} says {}", p.rule, p.state),
+        recheck_at: None,
+    }
+}
+
+/// An agent whose harness reports hooks: hooks mark turn boundaries; a screen rule or bell seen
+/// *after* the latest hook corrects it (Claude's Stop does not fire on Esc or API errors, Codex
+/// has no failure hook). Output activity alone never overrides a hook: TUIs redraw constantly.
+fn decide_hooked(signals: &Signals, hook: &HookSignal) -> Decision {
+    let screen = signals.prompt.as_ref().filter(|p| p.at > hook.at);
+    let bell = signals
+        .last_bell
+        .filter(|&b| b > hook.at && screen.is_none_or(|p| b > p.at));
+    if let Some(b) = bell {
+        return Decision {
+            state: AgentState::NeedsYou,
+            source: StateSource::Multiplexer,
+            at: b,
+            evidence: "bell".into(),
+            rule: "the pane rang the bell after the last hook event".into(),
+            recheck_at: None,
+        };
+    }
+    if let Some(p) = screen {
+        let mut d = screen_decision(p);
+        d.rule = format!(
+            "screen rule {} (newer than hook {}) says {}",
+            p.rule, hook.event, p.state
+        );
+        return d;
+    }
+    Decision {
+        state: hook.state,
+        source: StateSource::Hooks,
+        at: hook.at,
+        evidence: format!("hook {}", hook.event),
+        rule: format!(
+            "the harness reported {} (hooks mark turn boundaries)",
+            hook.event
+        ),
         recheck_at: None,
     }
 }
@@ -288,6 +367,7 @@ mod tests {
                 at: 5200,
                 rule: "generic.yes-no".into(),
                 text: "Continue? [y/N]".into(),
+                state: AgentState::NeedsYou,
             }),
             ..signals()
         };
@@ -305,6 +385,7 @@ mod tests {
                 at: 5200,
                 rule: "generic.yes-no".into(),
                 text: "x".into(),
+                state: AgentState::NeedsYou,
             }),
             ..signals()
         };
@@ -351,6 +432,65 @@ mod tests {
             ..signals()
         };
         assert_eq!(decide(&s, 0, 5100, &CFG).state, AgentState::Working);
+    }
+
+    fn hook(at: Millis, event: &str, state: AgentState) -> Option<HookSignal> {
+        Some(HookSignal {
+            at,
+            event: event.into(),
+            state,
+        })
+    }
+
+    #[test]
+    fn hooks_win_over_output_activity() {
+        let s = Signals {
+            last_output: Some(9000),
+            hook: hook(5000, "PermissionRequest", AgentState::NeedsYou),
+            ..signals()
+        };
+        let d = decide(&s, 0, 9100, &CFG);
+        assert_eq!(d.state, AgentState::NeedsYou);
+        assert_eq!(d.source, StateSource::Hooks);
+        assert_eq!(d.evidence, "hook PermissionRequest");
+    }
+
+    #[test]
+    fn newer_screen_rule_corrects_a_hook() {
+        // Claude: no Stop on an API error; the screen shows the failed turn.
+        let s = Signals {
+            hook: hook(5000, "UserPromptSubmit", AgentState::Working),
+            prompt: Some(PromptMatch {
+                at: 6000,
+                rule: "claude.api-error".into(),
+                text: "API Error".into(),
+                state: AgentState::Failed,
+            }),
+            ..signals()
+        };
+        let d = decide(&s, 0, 7000, &CFG);
+        assert_eq!(d.state, AgentState::Failed);
+        assert_eq!(d.source, StateSource::Screen);
+        // A later hook (a new turn) clears it.
+        let mut s2 = s.clone();
+        s2.hook = hook(8000, "UserPromptSubmit", AgentState::Working);
+        assert_eq!(decide(&s2, 0, 8100, &CFG).state, AgentState::Working);
+    }
+
+    #[test]
+    fn screen_rule_for_working_applies_without_hooks() {
+        let s = Signals {
+            last_output: Some(5000),
+            prompt: Some(PromptMatch {
+                at: 5300,
+                rule: "codex.title-working".into(),
+                text: "⠏ task | codex".into(),
+                state: AgentState::Working,
+            }),
+            ..signals()
+        };
+        assert_eq!(decide(&s, 0, 9000, &CFG).state, AgentState::Working);
+        assert_eq!(decide(&s, 0, 9000, &CFG).source, StateSource::Screen);
     }
 
     #[test]

@@ -7,5 +7,5 @@
 pub mod arbiter;
 pub mod registry;
 
-pub use arbiter::{ArbiterConfig, Decision, ExitFact, Millis, PromptMatch, Signals};
+pub use arbiter::{ArbiterConfig, Decision, ExitFact, HookSignal, Millis, PromptMatch, Signals};
 pub use registry::{AgentRecord, NameError, NewAgent, Registry, RegistryFile, ResolveError};

@@ -23,6 +23,9 @@ pub struct NewAgent {
     pub command: Vec<String>,
     pub cwd: String,
     pub host: Host,
+    pub harness_version: Option<String>,
+    pub profile_fit: ProfileFit,
+    pub session_id: Option<String>,
 }
 
 /// One agent as the daemon remembers it.
@@ -35,6 +38,12 @@ pub struct AgentRecord {
     pub command: Vec<String>,
     pub cwd: String,
     pub host: Host,
+    #[serde(default)]
+    pub harness_version: Option<String>,
+    #[serde(default = "generic_fit")]
+    pub profile_fit: ProfileFit,
+    #[serde(default)]
+    pub session_id: Option<String>,
     pub pid: Option<u32>,
     pub created_at: Millis,
     pub ended_at: Option<Millis>,
@@ -57,6 +66,9 @@ impl AgentRecord {
             command: new.command,
             cwd: new.cwd,
             host: new.host,
+            harness_version: new.harness_version,
+            profile_fit: new.profile_fit,
+            session_id: new.session_id,
             pid: None,
             created_at: now,
             ended_at: None,
@@ -99,8 +111,8 @@ impl AgentRecord {
             id: self.id.clone(),
             name: self.name.clone(),
             harness: self.harness.clone(),
-            harness_version: None,
-            profile_fit: ProfileFit::Generic,
+            harness_version: self.harness_version.clone(),
+            profile_fit: self.profile_fit,
             origin: self.origin,
             state: self.decision.state,
             state_source: self.decision.source,
@@ -109,7 +121,7 @@ impl AgentRecord {
             exit_status: self.signals.exit.as_ref().and_then(exit_status_of),
             pid: host_pid,
             cwd: self.cwd.clone(),
-            session_id: None,
+            session_id: self.session_id.clone(),
             host: self.host.clone(),
             title: self.signals.title.as_ref().map(|(_, t)| t.clone()),
             command: self.command.clone(),
@@ -150,12 +162,20 @@ impl AgentRecord {
         if let Some((at, title)) = &s.title {
             push(StateSource::Multiplexer, "title", *at, format!("{title:?}"));
         }
+        if let Some(h) = &s.hook {
+            push(
+                StateSource::Hooks,
+                "hook",
+                h.at,
+                format!("{} means {}", h.event, h.state),
+            );
+        }
         if let Some(p) = &s.prompt {
             push(
                 StateSource::Screen,
                 "prompt",
                 p.at,
-                format!("rule {} matched {:?}", p.rule, p.text),
+                format!("rule {} matched {:?} ({})", p.rule, p.text, p.state),
             );
         }
         if let Some(e) = &s.exit {
@@ -198,6 +218,10 @@ impl AgentRecord {
             ),
         }
     }
+}
+
+fn generic_fit() -> ProfileFit {
+    ProfileFit::Generic
 }
 
 /// `agents.json`.
@@ -441,6 +465,9 @@ mod tests {
                 command: vec!["sh".into()],
                 cwd: "/tmp".into(),
                 host: Host::None,
+                harness_version: None,
+                profile_fit: ProfileFit::Generic,
+                session_id: None,
             },
             1000,
             &ArbiterConfig::default(),

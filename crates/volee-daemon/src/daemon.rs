@@ -13,10 +13,12 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
-use volee_core::{AgentRecord, ArbiterConfig, ExitFact, Millis, NewAgent, PromptMatch, Registry};
-use volee_harness::Profile;
+use volee_core::{
+    AgentRecord, ArbiterConfig, ExitFact, HookSignal, Millis, NewAgent, PromptMatch, Registry,
+};
 use volee_protocol::{
-    AgentState, AgentView, ErrorKind, Host, LaunchRequest, Request, Response, PROTOCOL_VERSION,
+    AgentView, ErrorKind, HookEvent, Host, LaunchRequest, ProfileFit, Request, Response,
+    PROTOCOL_VERSION,
 };
 use volee_tmux::connection::{ConnectionEvent, ControlConnection, SessionKey};
 use volee_tmux::control::ControlEvent;
@@ -60,7 +62,7 @@ struct DaemonFile {
 }
 
 enum Msg {
-    Request(Request, oneshot::Sender<Response>),
+    Request(Box<Request>, oneshot::Sender<Response>),
     Watch(String, mpsc::UnboundedSender<Response>),
     ScreenCaptured { id: String, text: String },
     PaneStatus { id: String, value: String },
@@ -106,11 +108,13 @@ pub async fn run(paths: Paths, config: Config) -> Result<(), DaemonError> {
         source: std::io::Error::other(e.to_string()),
     })?;
 
-    let profile = volee_harness::generic().map_err(DaemonError::Rules)?;
+    // Fail early and clearly if an embedded rules file does not compile.
+    volee_harness::screen_rules("generic", false).map_err(DaemonError::Rules)?;
     let (tx, rx) = mpsc::unbounded_channel();
     let (conn_tx, conn_rx) = mpsc::unbounded_channel();
-    let mut daemon = Daemon::new(paths.clone(), config, profile, tx.clone(), conn_tx);
+    let mut daemon = Daemon::new(paths.clone(), config, tx.clone(), conn_tx);
     daemon.load();
+    daemon.replay_spool();
     tokio::spawn(accept_loop(listener, tx.clone()));
     daemon.startup_resync().await;
     daemon.run(rx, conn_rx).await;
@@ -187,7 +191,7 @@ async fn serve_client(stream: UnixStream, tx: mpsc::UnboundedSender<Msg>) {
         }
         let shutdown = matches!(request, Request::Shutdown);
         let (rtx, rrx) = oneshot::channel();
-        if tx.send(Msg::Request(request, rtx)).is_err() {
+        if tx.send(Msg::Request(Box::new(request), rtx)).is_err() {
             return;
         }
         let Ok(resp) = rrx.await else { return };
@@ -334,7 +338,8 @@ struct Daemon {
     paths: Paths,
     config: Config,
     arbiter: ArbiterConfig,
-    profile: Profile,
+    /// Compiled screen rules per (harness, measured version).
+    rules: HashMap<(String, bool), volee_harness::RuleSet>,
     registry: Registry,
     tmux_servers: BTreeSet<PathBuf>,
     conns: HashMap<SessionKey, ControlConnection>,
@@ -356,7 +361,6 @@ impl Daemon {
     fn new(
         paths: Paths,
         config: Config,
-        profile: Profile,
         tx: mpsc::UnboundedSender<Msg>,
         conn_tx: mpsc::UnboundedSender<ConnectionEvent>,
     ) -> Daemon {
@@ -367,7 +371,7 @@ impl Daemon {
             paths,
             config,
             arbiter,
-            profile,
+            rules: HashMap::new(),
             registry: Registry::default(),
             tmux_servers: BTreeSet::new(),
             conns: HashMap::new(),
@@ -565,7 +569,7 @@ impl Daemon {
     async fn on_msg(&mut self, msg: Msg) {
         match msg {
             Msg::Request(req, reply) => {
-                let resp = self.on_request(req).await;
+                let resp = self.on_request(*req).await;
                 let _ = reply.send(resp);
             }
             Msg::Watch(query, tx) => match self.registry.resolve(&query) {
@@ -587,15 +591,22 @@ impl Daemon {
                     .get(&id)
                     .and_then(|a| a.signals.title.as_ref().map(|(_, t)| t.clone()))
                     .unwrap_or_default();
-                if let Some(m) = self.profile.rules.classify(&text, &title) {
-                    if m.state == AgentState::NeedsYou {
-                        if let Some(agent) = self.registry.get_mut(&id) {
-                            agent.signals.prompt = Some(PromptMatch {
-                                at: now,
-                                rule: m.rule,
-                                text: m.text,
-                            });
-                        }
+                let Some((harness, measured)) = self
+                    .registry
+                    .get(&id)
+                    .map(|a| (a.harness.clone(), a.profile_fit == ProfileFit::Measured))
+                else {
+                    return;
+                };
+                let found = self.rules_for(&harness, measured).classify(&text, &title);
+                if let Some(m) = found {
+                    if let Some(agent) = self.registry.get_mut(&id) {
+                        agent.signals.prompt = Some(PromptMatch {
+                            at: now,
+                            rule: m.rule,
+                            text: m.text,
+                            state: m.state,
+                        });
                     }
                 }
             }
@@ -617,6 +628,103 @@ impl Daemon {
             }
             Msg::Shutdown => self.shutting_down = true,
         }
+    }
+
+    fn rules_for(&mut self, harness: &str, measured: bool) -> &volee_harness::RuleSet {
+        self.rules
+            .entry((harness.to_string(), measured))
+            .or_insert_with(|| {
+                volee_harness::screen_rules(harness, measured).unwrap_or_else(|e| {
+                    tracing::error!("screen rules of {harness}: {e}");
+                    volee_harness::RuleSet::default()
+                })
+            })
+    }
+
+    /// A hook event: the harness says what its agent is doing.
+    fn on_hook(&mut self, event: HookEvent) {
+        if let Some(error) = &event.error {
+            tracing::warn!(
+                "rejected {} hook {} for agent {:?}: {error}",
+                event.harness,
+                event.event,
+                event.agent
+            );
+            return;
+        }
+        let Some(agent) = self.registry.get_mut(&event.agent) else {
+            tracing::warn!(
+                "hook {} {} names unknown agent {:?}",
+                event.harness,
+                event.event,
+                event.agent
+            );
+            return;
+        };
+        if agent.harness != event.harness || agent.is_ended() {
+            tracing::warn!(
+                "hook {} {} does not fit agent {} ({}, {})",
+                event.harness,
+                event.event,
+                agent.id,
+                agent.harness,
+                agent.state()
+            );
+            return;
+        }
+        if agent.session_id.is_none() {
+            agent.session_id = event.session_id.clone();
+            self.changed.insert(agent.id.clone());
+            self.save_needed = true;
+        }
+        let payload = serde_json::Value::Object(
+            event
+                .fields
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect(),
+        );
+        match volee_harness::hook_meaning(&event.harness, &event.event, &payload) {
+            Some(volee_harness::HookMeaning::State(state)) => {
+                // Spooled events replay in order; never let an older one undo a newer one.
+                if agent
+                    .signals
+                    .hook
+                    .as_ref()
+                    .is_none_or(|h| h.at <= event.at_ms)
+                {
+                    agent.signals.hook = Some(HookSignal {
+                        at: event.at_ms,
+                        event: event.event.clone(),
+                        state,
+                    });
+                }
+            }
+            Some(volee_harness::HookMeaning::Evidence) => {
+                tracing::debug!("agent {}: hook {} (evidence)", agent.id, event.event);
+            }
+            None => tracing::debug!("agent {}: hook {} ignored", agent.id, event.event),
+        }
+    }
+
+    /// Hook events written while the daemon was down, in order.
+    fn replay_spool(&mut self) {
+        let path = self.paths.hook_spool();
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return;
+        };
+        let _ = std::fs::remove_file(&path);
+        let mut replayed = 0;
+        for line in text.lines() {
+            match serde_json::from_str::<HookEvent>(line) {
+                Ok(event) => {
+                    self.on_hook(event);
+                    replayed += 1;
+                }
+                Err(e) => tracing::warn!("skipped a spooled hook line: {e}"),
+            }
+        }
+        tracing::info!("replayed {replayed} spooled hook events");
     }
 
     fn record_exit(&mut self, id: &str, exit: ExitFact) {
@@ -803,6 +911,9 @@ impl Daemon {
                                 window: row.window.clone(),
                                 pane: row.pane.clone(),
                             },
+                            harness_version: None,
+                            profile_fit: ProfileFit::Generic,
+                            session_id: None,
                         },
                         now,
                         &self.arbiter,
@@ -1073,8 +1184,13 @@ impl Daemon {
                 Err(e) => resolve_error(e),
             },
             Request::Launch(req) => self.launch(req).await,
+            Request::Hook(event) => {
+                self.on_hook(event);
+                Response::Ok
+            }
             Request::Stop { id } => self.stop(&id),
             Request::Interrupt { id } => self.interrupt(&id).await,
+            Request::Send { id, text } => self.send_text(&id, &text).await,
             Request::Peek { id, lines } => self.peek(&id, lines).await,
             Request::Remove { id } => {
                 let (id, ended) = match self.registry.resolve(&id) {
@@ -1122,10 +1238,11 @@ impl Daemon {
         if req.command.is_empty() {
             return user_error("nothing to launch: no command", vec![]);
         }
-        if req.harness != "generic" {
+        if volee_harness::profile(&req.harness).is_none() {
+            let names: Vec<&str> = volee_harness::profiles().iter().map(|p| p.name).collect();
             return user_error(
                 &format!("unknown harness {:?}", req.harness),
-                vec!["this build knows the harness `generic` (any command after --)".into()],
+                vec![format!("known harnesses: {}", names.join(", "))],
             );
         }
         let name = match &req.name {
@@ -1216,6 +1333,9 @@ impl Daemon {
                     window: window.clone(),
                     pane: pane.clone(),
                 },
+                harness_version: req.harness_version.clone(),
+                profile_fit: req.profile_fit,
+                session_id: req.session_id.clone(),
             },
             now,
             &self.arbiter,
@@ -1224,7 +1344,17 @@ impl Daemon {
         let view = record.view();
         self.registry.insert(record);
         self.save();
-        if let Err(e) = write_env_file(&env_file, &req.cwd, &req.env) {
+        let mut env = req.env.clone();
+        env.retain(|(k, _)| k != "VOLEE_AGENT_ID");
+        // Hooks find their agent by this id, never by guessing from transcript files.
+        env.push(("VOLEE_AGENT_ID".into(), id.clone()));
+        if let Some(p) = volee_harness::profile(&req.harness) {
+            for (k, v) in p.launch_env {
+                env.retain(|(key, _)| key != k);
+                env.push(((*k).into(), (*v).into()));
+            }
+        }
+        if let Err(e) = write_env_file(&env_file, &req.cwd, &env) {
             return internal_error(&format!("could not hand the environment to the pane: {e}"));
         }
         self.changed.insert(id);
@@ -1317,12 +1447,88 @@ impl Daemon {
         }
     }
 
+    /// Type `text` into the agent per its profile's input rules, then submit it. Answers with the
+    /// agent as it was before, so the caller can see it react.
+    async fn send_text(&mut self, query: &str, text: &str) -> Response {
+        let (id, pane, _) = match self.live_tmux(query) {
+            Ok(x) => x,
+            Err(resp) => return *resp,
+        };
+        if text.contains('\0') {
+            return user_error("the text contains a NUL byte", vec![]);
+        }
+        let Some(agent) = self.registry.get(&id) else {
+            return internal_error("agent vanished");
+        };
+        let before = agent.view();
+        let input = volee_harness::profile(&agent.harness)
+            .map(|p| p.input)
+            .unwrap_or(volee_harness::InputRules {
+                bracketed_paste: false,
+                enter_delay_ms: 0,
+                submit_key: "Enter",
+                interrupt_key: "C-c",
+            });
+        if !text.is_empty() {
+            let typed = if input.bracketed_paste {
+                let buffer = format!("volee-send-{id}");
+                match self
+                    .tmux_command(&id, &["set-buffer", "-b", &buffer, "--", text])
+                    .await
+                {
+                    Ok(_) => {
+                        self.tmux_command(
+                            &id,
+                            &["paste-buffer", "-p", "-d", "-b", &buffer, "-t", &pane],
+                        )
+                        .await
+                    }
+                    Err(e) => Err(e),
+                }
+            } else {
+                self.tmux_command(&id, &["send-keys", "-l", "-t", &pane, "--", text])
+                    .await
+            };
+            if let Err(resp) = typed {
+                return *resp;
+            }
+        }
+        // Some TUIs drop an Enter that arrives with the paste: submit after the profile's delay,
+        // without holding the daemon up.
+        let submit = command_line(&["send-keys", "-t", &pane, input.submit_key]);
+        match (self.conn_of(&id).map(|(c, _)| c.handle()), submit) {
+            (Some(sender), Ok(line)) => {
+                let delay = Duration::from_millis(input.enter_delay_ms);
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let _ = sender.send(line);
+                });
+            }
+            _ => {
+                if let Err(resp) = self
+                    .tmux_command(&id, &["send-keys", "-t", &pane, input.submit_key])
+                    .await
+                {
+                    return *resp;
+                }
+            }
+        }
+        Response::Agent { agent: before }
+    }
+
     async fn interrupt(&mut self, query: &str) -> Response {
         let (id, pane, _) = match self.live_tmux(query) {
             Ok(x) => x,
             Err(resp) => return *resp,
         };
-        let key = self.profile.interrupt_key;
+        let harness = self
+            .registry
+            .get(&id)
+            .map(|a| a.harness.clone())
+            .unwrap_or_default();
+        let key = volee_harness::profile(&harness)
+            .map(|p| p.input.interrupt_key)
+            .unwrap_or("C-c");
         match self
             .tmux_command(&id, &["send-keys", "-t", &pane, key])
             .await

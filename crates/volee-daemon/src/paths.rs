@@ -67,6 +67,10 @@ impl Paths {
     pub fn registry(&self) -> PathBuf {
         self.state_dir.join("agents.json")
     }
+    /// Hook events written while no daemon answered.
+    pub fn hook_spool(&self) -> PathBuf {
+        self.state_dir.join("spool").join("hooks.jsonl")
+    }
     pub fn log_file(&self) -> PathBuf {
         self.state_dir.join("volee.log")
     }
@@ -82,6 +86,7 @@ impl Paths {
             &self.state_dir,
             &self.runtime_dir,
             &self.launch_dir(),
+            &self.state_dir.join("spool"),
         ] {
             ensure_private_dir(dir)?;
         }

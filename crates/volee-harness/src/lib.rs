@@ -1,32 +1,38 @@
 //! Harness profiles: how volee launches, interrupts and reads the state of each harness.
 //!
-//! This first slice holds the **generic profile** (any command line) and the screen-rule engine:
-//! rules are data (TOML embedded in the binary, see `rules/`), each with an id, a screen region, a
-//! pattern, an optional not-pattern and the state it means. Classification is a pure function over
-//! the pane's text, so fixtures of real screens test it.
+//! - [`profile`]: one value per harness (launch, resume, processes, session, states, join, input
+//!   rules, measured versions) and the generic profile for any command line;
+//! - [`rules`]: screen rules as data (TOML embedded in the binary, see `rules/`), each with an id,
+//!   a screen region, a pattern, an optional not-pattern and the state it means; classification is
+//!   a pure function over the pane's text, so fixtures of real screens test it;
+//! - [`hooks`]: what each harness's hook events mean, as data.
 
+pub mod hooks;
+pub mod profile;
 pub mod rules;
+
+pub use hooks::{hook_events, hook_meaning, HookMeaning};
+pub use profile::{profile, profiles, InputRules, Instrumentation, Profile, PromptStyle, Source};
 
 pub use rules::{last_line, Region, RuleMatch, RuleSet, RulesError, ScreenRule};
 
 /// The generic profile's rules, embedded at build time.
 pub const GENERIC_RULES: &str = include_str!("../rules/generic.toml");
 
-/// A harness profile (this slice: what the generic profile needs).
-#[derive(Debug, Clone)]
-pub struct Profile {
-    pub name: &'static str,
-    /// tmux key that interrupts the current turn without ending the agent.
-    pub interrupt_key: &'static str,
-    pub rules: RuleSet,
+/// The embedded screen rules of a harness (the TOML text), None when it has none.
+pub fn embedded_rules(harness: &str) -> Option<&'static str> {
+    match harness {
+        "generic" => Some(GENERIC_RULES),
+        _ => None,
+    }
 }
 
-/// The profile for any command line.
-pub fn generic() -> Result<Profile, RulesError> {
-    Ok(Profile {
-        name: "generic",
-        interrupt_key: "C-c",
-        rules: RuleSet::from_toml(GENERIC_RULES, "rules/generic.toml")?,
-    })
+/// The compiled screen rules volee uses for a harness: its own when the installed version is the
+/// measured one, otherwise the generic rules (ARCHITECTURE.md section 4, `profile_fit`).
+pub fn screen_rules(harness: &str, measured: bool) -> Result<RuleSet, RulesError> {
+    let name = if measured { harness } else { "generic" };
+    match embedded_rules(name) {
+        Some(text) => RuleSet::from_toml(text, &format!("rules/{name}.toml")),
+        None => RuleSet::from_toml(GENERIC_RULES, "rules/generic.toml"),
+    }
 }
-

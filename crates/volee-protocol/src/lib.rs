@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a request or response changes shape; a CLI that sees another version restarts
 /// the daemon (the registry survives, see `docs/ARCHITECTURE.md`).
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// What an agent is doing, as defined in ARCHITECTURE.md section 4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -212,6 +212,38 @@ pub struct LaunchRequest {
     pub tmux_session: Option<String>,
     /// The caller's own pane when it runs inside tmux (`TMUX_PANE`), to pick its session.
     pub caller_pane: Option<String>,
+    /// The installed harness version the CLI read (`claude --version`).
+    #[serde(default)]
+    pub harness_version: Option<String>,
+    #[serde(default = "generic_fit")]
+    pub profile_fit: ProfileFit,
+    /// A session id preset on the command line (`--session-id`).
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+fn generic_fit() -> ProfileFit {
+    ProfileFit::Generic
+}
+
+/// One harness hook event, as `volee hook HARNESS EVENT` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookEvent {
+    /// `VOLEE_AGENT_ID` of the hook's environment (empty when unset).
+    pub agent: String,
+    pub harness: String,
+    pub event: String,
+    /// Epoch milliseconds when the hook ran (kept when spooled and replayed).
+    pub at_ms: u64,
+    /// The harness's session id from the payload.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Selected short string fields of the payload (`notification_type`, `error`, `reason`, …).
+    #[serde(default)]
+    pub fields: Vec<(String, String)>,
+    /// Why the payload could not be used (malformed or oversized JSON).
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 /// What the CLI may ask of the daemon.
@@ -231,11 +263,17 @@ pub enum Request {
         id: String,
     },
     Launch(LaunchRequest),
+    Hook(HookEvent),
     Stop {
         id: String,
     },
     Interrupt {
         id: String,
+    },
+    /// Type text into the agent the way its profile says, then submit it.
+    Send {
+        id: String,
+        text: String,
     },
     Peek {
         id: String,

@@ -1,0 +1,395 @@
+//! Harness-specific commands: the launch line of a profile (with its per-launch instrumentation),
+//! `volee hook`, `volee profiles`, `volee send`.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use volee_harness::{Instrumentation, Profile, PromptStyle};
+use volee_protocol::{AgentState, HookEvent, ProfileFit, Request, Response};
+
+use crate::commands::{ask, out, paths};
+use crate::error::{CliError, CliResult, Exit};
+
+/// What a harness launch adds to the request.
+pub struct HarnessLaunch {
+    pub command: Vec<String>,
+    pub version: Option<String>,
+    pub fit: ProfileFit,
+    pub session_id: Option<String>,
+}
+
+/// Options of `volee launch` that a profile turns into flags.
+pub struct LaunchOptions<'a> {
+    pub name: Option<&'a str>,
+    pub model: Option<&'a str>,
+    pub worktree: Option<&'a str>,
+    pub prompt: Option<&'a str>,
+    /// Extra arguments after `--`, passed to the harness before the prompt.
+    pub extra: &'a [String],
+}
+
+/// Find `program` on the caller's PATH.
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+    })
+}
+
+/// `PROGRAM --version`, bounded to 10 s.
+fn read_version(program: &Path) -> Option<String> {
+    let mut child = Command::new(program)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let mut text = String::new();
+    child.stdout.take()?.read_to_string(&mut text).ok()?;
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())?
+        .trim()
+        .to_string();
+    volee_harness::profile::parse_version(&line).map(|_| line)
+}
+
+/// A random version-4 UUID (for `--session-id`).
+fn uuid_v4() -> CliResult<String> {
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| CliError::from_error(Exit::Internal, &e))?;
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    Ok(format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    ))
+}
+
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Claude's per-launch settings file: every hook event volee reads calls `volee hook claude EVENT`.
+/// One file for all Claude agents (the agent is named by `VOLEE_AGENT_ID` in the environment);
+/// it lives in volee's private runtime directory, never in the user's settings.
+fn claude_settings_file(volee_bin: &str) -> CliResult<PathBuf> {
+    let mut hooks = serde_json::Map::new();
+    for event in volee_harness::hook_events("claude") {
+        hooks.insert(
+            event.to_string(),
+            serde_json::json!([{ "hooks": [{
+                "type": "command",
+                "command": format!("{} hook claude {event}", sh_quote(volee_bin)),
+                "timeout": 10
+            }]}]),
+        );
+    }
+    let settings = serde_json::json!({ "hooks": hooks });
+    let dir = paths().runtime_dir.join("harness");
+    volee_daemon::paths::ensure_private_dir(&dir)
+        .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
+    let path = dir.join("claude-settings.json");
+    let bytes = serde_json::to_vec_pretty(&settings)
+        .map_err(|e| CliError::from_error(Exit::Internal, &e))?;
+    volee_daemon::persist::write_atomic(&path, &bytes)
+        .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
+    Ok(path)
+}
+
+/// Build a harness's launch line, check its version, set up its per-launch instrumentation.
+pub fn launch_line(profile: &Profile, opts: &LaunchOptions) -> CliResult<HarnessLaunch> {
+    let program = which(profile.program).ok_or_else(|| {
+        let mut e = CliError::env(format!(
+            "{} is not installed (no `{}` on PATH)",
+            profile.display_name, profile.program
+        ));
+        if let (Some(pkg), Some(range)) = (profile.package, profile.measured) {
+            e = e.hint(format!(
+                "it comes from the npm package {pkg}: npm install -g {pkg}@{}",
+                range.max
+            ));
+        }
+        e
+    })?;
+    let version = read_version(&program);
+    let fit = match (&version, profile.measured) {
+        (Some(v), Some(range)) if range.contains(v) => ProfileFit::Measured,
+        (Some(_), Some(_)) => ProfileFit::OtherVersion,
+        _ => ProfileFit::Generic,
+    };
+    if let (ProfileFit::OtherVersion, Some(v), Some(range)) = (fit, &version, profile.measured) {
+        eprintln!(
+            "warning: {} {v} is outside the measured range {}–{}: hooks are used, screen states fall back to the generic rules",
+            profile.display_name, range.min, range.max
+        );
+    }
+    let mut command = vec![program.display().to_string()];
+    match profile.instrumentation {
+        Instrumentation::SettingsFlag(flag) => {
+            let bin = std::env::current_exe()
+                .map_err(|e| CliError::from_error(Exit::Internal, &e))?
+                .display()
+                .to_string();
+            let file = claude_settings_file(&bin)?;
+            command.extend([flag.to_string(), file.display().to_string()]);
+        }
+        Instrumentation::None => {}
+        other => eprintln!(
+            "warning: per-launch hooks for {} ({other:?}) are not wired yet: its states come from the title and screen",
+            profile.display_name
+        ),
+    }
+    let session_id = match profile.session_id_flag {
+        Some(flag) => {
+            let id = uuid_v4()?;
+            command.extend([flag.to_string(), id.clone()]);
+            Some(id)
+        }
+        None => None,
+    };
+    let flag_for =
+        |value: Option<&str>, flag: Option<&str>, what: &str| -> CliResult<Vec<String>> {
+            match (value, flag) {
+                (None, _) => Ok(Vec::new()),
+                (Some(v), Some(f)) => Ok(vec![f.to_string(), v.to_string()]),
+                (Some(_), None) => Err(CliError::user(format!(
+                    "{} takes no {what}",
+                    profile.display_name
+                ))),
+            }
+        };
+    // A name is volee's own; the harness gets it too when it has a flag for it.
+    if let (Some(n), Some(f)) = (opts.name, profile.name_flag) {
+        command.extend([f.to_string(), n.to_string()]);
+    }
+    command.extend(flag_for(opts.model, profile.model_flag, "--model")?);
+    command.extend(flag_for(
+        opts.worktree,
+        profile.worktree_flag,
+        "--worktree",
+    )?);
+    command.extend(opts.extra.iter().cloned());
+    if let Some(prompt) = opts.prompt {
+        match profile.prompt {
+            PromptStyle::AfterDoubleDash => command.extend(["--".to_string(), prompt.to_string()]),
+            PromptStyle::Positional => command.push(prompt.to_string()),
+            PromptStyle::Flag(f) => command.extend([f.to_string(), prompt.to_string()]),
+        }
+    }
+    Ok(HarnessLaunch {
+        command,
+        version,
+        fit,
+        session_id,
+    })
+}
+
+/// Largest hook payload read (bigger ones are rejected, the harness unaffected).
+const MAX_HOOK_BYTES: usize = 1024 * 1024;
+/// Payload fields kept (short strings only).
+const HOOK_FIELDS: &[&str] = &[
+    "notification_type",
+    "notificationType",
+    "error",
+    "reason",
+    "source",
+    "stop_reason",
+    "stopReason",
+    "tool_name",
+];
+
+/// `volee hook HARNESS EVENT`: never fails the harness, never prints, spools when no daemon answers.
+pub fn hook(harness: &str, event: &str) -> CliResult {
+    let mut input = Vec::new();
+    let _ = std::io::stdin()
+        .take(MAX_HOOK_BYTES as u64 + 1)
+        .read_to_end(&mut input);
+    let at_ms = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let mut ev = HookEvent {
+        agent: std::env::var("VOLEE_AGENT_ID").unwrap_or_default(),
+        harness: harness.chars().take(32).collect(),
+        event: event.chars().take(64).collect(),
+        at_ms,
+        session_id: None,
+        fields: Vec::new(),
+        error: None,
+    };
+    if input.len() > MAX_HOOK_BYTES {
+        ev.error = Some(format!("payload larger than {MAX_HOOK_BYTES} bytes"));
+    } else if !input.iter().all(u8::is_ascii_whitespace) {
+        match serde_json::from_slice::<serde_json::Value>(&input) {
+            Ok(payload) => {
+                ev.session_id = volee_harness::hooks::session_id(&payload).map(String::from);
+                ev.fields = HOOK_FIELDS
+                    .iter()
+                    .filter_map(|k| {
+                        let v = payload.get(*k)?.as_str()?;
+                        (v.len() <= 200).then(|| ((*k).to_string(), v.to_string()))
+                    })
+                    .collect();
+            }
+            Err(e) => ev.error = Some(format!("malformed JSON: {e}")),
+        }
+    }
+    let paths = paths();
+    let delivered = volee_daemon::Client::connect(&paths)
+        .ok()
+        .and_then(|mut c| {
+            c.send(&Request::Hook(ev.clone())).ok()?;
+            c.next_response_within(Duration::from_millis(500)).ok()?
+        })
+        .is_some();
+    if !delivered {
+        spool(&paths.hook_spool(), &ev);
+    }
+    Ok(())
+}
+
+/// Append one event to the spool the next daemon replays (0600, bounded to 8 MiB).
+fn spool(path: &Path, ev: &HookEvent) {
+    if let Some(dir) = path.parent() {
+        let _ = volee_daemon::paths::ensure_private_dir(dir);
+    }
+    if std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) > 8 * 1024 * 1024 {
+        return;
+    }
+    let Ok(mut line) = serde_json::to_vec(ev) else {
+        return;
+    };
+    line.push(b'\n');
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+    {
+        let _ = f.write_all(&line);
+    }
+}
+
+pub fn profiles(json: bool) -> CliResult {
+    let all = volee_harness::profiles();
+    if json {
+        let text = serde_json::to_string_pretty(&all)
+            .map_err(|e| CliError::from_error(Exit::Internal, &e))?;
+        out(&text);
+        return Ok(());
+    }
+    let mut text = format!(
+        "{:<8}  {:<18}  {:<18}  {:<22}  {}\n",
+        "NAME", "HARNESS", "MEASURED", "HOOKS PER LAUNCH", "STATES (best first)"
+    );
+    for p in &all {
+        let measured = p
+            .measured
+            .map(|r| {
+                if r.min == r.max {
+                    r.min.to_string()
+                } else {
+                    format!("{}–{}", r.min, r.max)
+                }
+            })
+            .unwrap_or_else(|| "-".into());
+        let hooks = match p.instrumentation {
+            Instrumentation::SettingsFlag(f) => format!("{f} FILE"),
+            Instrumentation::SystemDefaultsEnv(v) => format!("${v} (not wired)"),
+            Instrumentation::ConfigOverrides => "-c hooks.* (not wired)".into(),
+            Instrumentation::OwnHooksFile(d) => format!("~/{d}/ (not wired)"),
+            Instrumentation::None => "-".into(),
+        };
+        let states: Vec<String> = p
+            .states
+            .iter()
+            .map(|s| format!("{s:?}").to_lowercase())
+            .collect();
+        text.push_str(&format!(
+            "{:<8}  {:<18}  {:<18}  {:<22}  {}\n",
+            p.name,
+            p.display_name,
+            measured,
+            hooks,
+            states.join(", ")
+        ));
+    }
+    out(&text);
+    Ok(())
+}
+
+/// `volee send ID TEXT`: type it in, then confirm the agent reacted.
+pub fn send(id: &str, text: &str, wait: Duration) -> CliResult {
+    let before = match ask(&Request::Send {
+        id: id.into(),
+        text: text.into(),
+    })? {
+        Response::Agent { agent } => agent,
+        other => return Err(CliError::from_response(other)),
+    };
+    let waiting = |s: AgentState| matches!(s, AgentState::Idle | AgentState::NeedsYou);
+    if !waiting(before.state) {
+        out(&format!(
+            "sent to {} ({} was {})",
+            before.id, before.name, before.state
+        ));
+        return Ok(());
+    }
+    let mut client = crate::commands::client()?;
+    client.send(&Request::Watch {
+        id: before.id.clone(),
+    })?;
+    let deadline = Instant::now() + wait;
+    let mut last = before.state;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(CliError::new(
+                Exit::Negative,
+                format!(
+                    "sent to {}, but it did not react within {} s (still {last})",
+                    before.id,
+                    wait.as_secs()
+                ),
+            )
+            .hint(format!("look at it: volee peek {}", before.id)));
+        }
+        match client.next_response_within(left)? {
+            Some(Response::Agent { agent }) => {
+                // A state change after the send (or a newer state_since) is the reaction.
+                if agent.state != before.state || agent.state_since != before.state_since {
+                    out(&format!("sent to {}: now {}", agent.id, agent.state));
+                    return Ok(());
+                }
+                last = agent.state;
+            }
+            Some(other) => return Err(CliError::from_response(other)),
+            None => {}
+        }
+    }
+}

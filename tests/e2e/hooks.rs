@@ -1,0 +1,160 @@
+//! The hook plumbing of a harness profile, end to end: `volee launch --harness claude` passes a
+//! per-launch `--settings` file and a preset `--session-id`; the hooks it names reach the daemon
+//! (`volee hook`), states follow them, `volee send` answers a prompt, and events written while the
+//! daemon is down are spooled and replayed.
+//!
+//! The program here is a scripted stand-in named `claude` that only exercises volee's side of the
+//! contract (it reads the settings file volee gave it and runs the hook commands in it). The real
+//! harness programs are driven by the conformance suite (issue 3).
+
+use std::os::unix::fs::PermissionsExt;
+
+use volee_test_support::TestEnv;
+
+use crate::setup;
+
+/// A stand-in `claude` on PATH: prints a measured version, then plays one turn through the hook
+/// commands of the settings file it was given.
+fn install_stand_in(env: &mut TestEnv) {
+    let bin = env.root().join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = r#"#!/bin/sh
+if [ "$1" = "--version" ]; then echo "2.1.332 (Claude Code)"; exit 0; fi
+while [ $# -gt 0 ]; do
+  case "$1" in --settings) S=$2; shift;; --session-id) SID=$2; shift;; esac; shift
+done
+[ -f "$S" ] || { echo "no settings file"; exit 9; }
+VOLEE=$(grep -o "'[^']*' hook claude" "$S" | head -n 1 | cut -d"'" -f2)
+hook() { printf '{"session_id":"%s","hook_event_name":"%s"%s}' "$SID" "$1" "$2" | "$VOLEE" hook claude "$1"; }
+hook SessionStart ',"source":"startup"'
+hook UserPromptSubmit ',"prompt":"go"'
+echo "working on it"
+hook PreToolUse ',"tool_name":"Bash"'
+hook PermissionRequest ',"tool_name":"Bash"'
+echo "Do you want to proceed?"
+read answer
+echo "answer: $answer"
+hook PostToolUse ',"tool_name":"Bash"'
+sleep 1
+hook Stop ''
+echo "done"
+exec sleep 120
+"#;
+    let path = bin.join("claude");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path_var = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    env.extra_env.push(("PATH".into(), path_var));
+}
+
+#[test]
+fn hooks_drive_states_and_send_answers_the_prompt() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    install_stand_in(&mut env);
+    let id = env.ok([
+        "launch",
+        "--harness",
+        "claude",
+        "--host",
+        "tmux:main",
+        "--name",
+        "c1",
+        "go",
+    ]);
+    assert_eq!(env.wait_state(&id, "needs_you", 10), "needs_you");
+    let view = env.agent(&id);
+    assert_eq!(view["harness"], "claude");
+    assert_eq!(view["state_source"], "hooks");
+    assert_eq!(view["evidence"], "hook PermissionRequest");
+    assert_eq!(view["profile_fit"], "measured");
+    assert_eq!(view["harness_version"], "2.1.332 (Claude Code)");
+    let session = view["session_id"].as_str().unwrap().to_string();
+    assert_eq!(session.len(), 36, "a preset uuid: {session}");
+    let command = view["command"].to_string();
+    assert!(
+        command.contains("--settings") && command.contains(&session),
+        "{command}"
+    );
+
+    // Answer the prompt: the agent reacts (hooks say working), then its turn ends (idle).
+    let sent = env.ok(["send", &id, "1"]);
+    assert!(sent.contains("now working"), "{sent}");
+    assert_eq!(env.wait_state(&id, "idle", 10), "idle");
+    assert_eq!(env.agent(&id)["evidence"], "hook Stop");
+    let peek = env.ok(["peek", &id]);
+    assert!(peek.contains("answer: 1"), "{peek}");
+    let explain = env.ok(["explain", &id]);
+    assert!(explain.contains("Stop means idle"), "{explain}");
+}
+
+#[test]
+fn hooks_spool_while_the_daemon_is_down_and_bad_payloads_are_harmless() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    install_stand_in(&mut env);
+    let id = env.ok(["launch", "--harness", "claude", "--host", "tmux:main", "go"]);
+    env.wait_state(&id, "needs_you", 10);
+    env.ok(["daemon", "stop"]);
+
+    // A hook while no daemon runs: spooled, exit 0, nothing printed.
+    let mut hook = env.volee(["hook", "claude", "StopFailure"]);
+    hook.env("VOLEE_AGENT_ID", &id)
+        .stdin(std::process::Stdio::piped());
+    let mut child = hook.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"session_id":"x","error":"server_error"}"#)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty());
+    assert!(env.volee_home().join("state/spool/hooks.jsonl").exists());
+
+    // The next daemon replays it: the failed turn shows.
+    assert_eq!(env.wait_state(&id, "failed", 10), "failed");
+    assert_eq!(env.agent(&id)["evidence"], "hook StopFailure");
+    assert!(!env.volee_home().join("state/spool/hooks.jsonl").exists());
+
+    // Malformed, huge, or for an unknown agent: exit 0, state untouched, a log line.
+    for (agent, payload) in [
+        (id.as_str(), b"{ not json".to_vec()),
+        (id.as_str(), vec![b' '; 2 * 1024 * 1024]),
+        ("nosuch", br#"{"session_id":"y"}"#.to_vec()),
+    ] {
+        let mut hook = env.volee(["hook", "claude", "UserPromptSubmit"]);
+        hook.env("VOLEE_AGENT_ID", agent)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let mut child = hook.spawn().unwrap();
+        let _ = child.stdin.take().unwrap().write_all(&payload);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success() && out.stdout.is_empty());
+    }
+    assert_eq!(env.agent(&id)["state"], "failed");
+    let log = std::fs::read_to_string(env.volee_home().join("state/volee.log")).unwrap();
+    assert!(log.contains("malformed JSON"), "{log}");
+    assert!(log.contains("unknown agent"), "{log}");
+}
+
+#[test]
+fn a_missing_harness_names_its_package() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    // A PATH with no `claude` on it.
+    env.extra_env.push(("PATH".into(), "/usr/bin:/bin".into()));
+    let out = env.run(["launch", "--harness", "claude", "--host", "tmux:main", "hi"]);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("@anthropic-ai/claude-code"), "{stderr}");
+}
