@@ -1469,8 +1469,13 @@ impl Daemon {
                 submit_key: "Enter",
                 interrupt_key: "C-c",
             });
+        // An answer to a prompt or dialog (`y`, `1`) is a keystroke, not a paste: selection
+        // dialogs ignore pasted text.
+        let is_answer = before.state == volee_protocol::AgentState::NeedsYou
+            && text.chars().count() <= 3
+            && !text.chars().any(char::is_whitespace);
         if !text.is_empty() {
-            let typed = if input.bracketed_paste {
+            let typed = if input.bracketed_paste && !is_answer {
                 let buffer = format!("volee-send-{id}");
                 match self
                     .tmux_command(&id, &["set-buffer", "-b", &buffer, "--", text])
