@@ -22,17 +22,28 @@ pub fn agents_table(agents: &[AgentView], now_epoch_secs: u64) -> String {
     }
     let header = ["ID", "NAME", "HARNESS", "STATE", "FOR", "SOURCE", "WHERE"].map(String::from);
     let rows = agents.iter().map(|a| {
+        // Outside the measured versions the screen states are the generic ones: say so.
+        let harness = match a.profile_fit {
+            ProfileFit::OtherVersion => format!("{}*", plain_text(&a.harness, HARNESS_MAX)),
+            _ => plain_text(&a.harness, HARNESS_MAX),
+        };
         [
             plain_text(&a.id, ID_MAX),
             plain_text(&a.name, NAME_MAX),
-            plain_text(&a.harness, HARNESS_MAX),
+            harness,
             a.state.to_string(),
             age_of(&a.state_since, now_epoch_secs),
             a.state_source.to_string(),
             host_text(&a.host),
         ]
     });
-    columns(std::iter::once(header).chain(rows).collect(), "")
+    let mut text = columns(std::iter::once(header).chain(rows).collect(), "");
+    if agents.iter().any(|a| a.profile_fit == ProfileFit::OtherVersion) {
+        text.push_str(
+            "* installed version outside the profile's measured range: hooks used, screen states generic\n",
+        );
+    }
+    text
 }
 
 /// Where an agent lives, in short: `tmux work:@3 %7`, `zellij S tab 2`, `tty /dev/pts/3`, `-`.
@@ -190,6 +201,15 @@ mod tests {
     use super::*;
     use crate::test_support::{agent, NOW};
     use volee_protocol::{AgentState::*, ObservationView, StateSource};
+
+    #[test]
+    fn other_versions_are_marked() {
+        let mut a = agent("k3f9", "fix", volee_protocol::AgentState::Idle, "2025-01-01T00:09:00Z");
+        a.profile_fit = ProfileFit::OtherVersion;
+        let t = agents_table(&[a], NOW);
+        assert!(t.contains("claude*"), "{t}");
+        assert!(t.contains("outside the profile's measured range"), "{t}");
+    }
 
     #[test]
     fn table_aligns_unicode_names() {
