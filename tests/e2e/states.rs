@@ -164,3 +164,54 @@ fn agent_gets_callers_cwd_and_environment() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn resume_relaunches_an_ended_agent_under_its_name() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let first = launch_sh(&env, "again", "echo run-$$; exit 3");
+    env.wait_state(&first, "failed", 8);
+    let out = env.run(["resume", "again"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let second = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_ne!(first, second);
+    assert_eq!(env.agent(&second)["name"], "again");
+    assert_eq!(env.agent(&second)["command"], env.agent(&first)["command"]);
+    env.wait_state(&second, "failed", 8);
+    // A live agent is not resumed.
+    let live = launch_sh(&env, "live", "exec sleep 60");
+    assert_eq!(env.run(["resume", &live]).status.code(), Some(2));
+}
+
+#[test]
+fn send_types_into_a_generic_agent_and_confirms_it_reacted() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let id = launch_sh(
+        &env,
+        "echoer",
+        "while read line; do echo \"got: $line\"; done",
+    );
+    env.wait_state(&id, "idle", 8);
+    let sent = env.ok(["send", &id, "hello there"]);
+    assert!(sent.contains("now working"), "{sent}");
+    let peek = env.ok(["peek", &id]);
+    assert!(peek.contains("got: hello there"), "{peek}");
+    // An agent that shows nothing in response: send says so, exit 1.
+    let deaf = launch_sh(&env, "deaf", "stty -echo; exec sleep 60");
+    env.wait_state(&deaf, "idle", 8);
+    let out = env.run(["send", &deaf, "anyone", "--wait", "2"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did not react"));
+}

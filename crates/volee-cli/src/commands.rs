@@ -209,6 +209,7 @@ pub fn launch(args: LaunchArgs) -> CliResult {
                 worktree: args.worktree.as_deref(),
                 prompt: args.prompt.as_deref(),
                 extra: &args.command,
+                resume: None,
             },
         )?
     };
@@ -483,4 +484,92 @@ pub fn daemon_stop() -> CliResult {
         Err(_) => out("no daemon running"),
     }
     Ok(())
+}
+
+/// `volee resume ID`: relaunch an ended agent with its harness's resume line and session id (the
+/// generic profile reruns its command), in the same tmux session, under the same name.
+pub fn resume(id: &str, as_json: bool) -> CliResult {
+    let old = agent_of(ask(&Request::Show { id: id.into() })?)?;
+    if !old.state.is_final() {
+        return Err(
+            CliError::user(format!("agent {} is still running ({})", old.id, old.state))
+                .hint(format!("go to it: volee attach {}", old.id)),
+        );
+    }
+    let profile = volee_harness::profile(&old.harness).ok_or_else(|| {
+        CliError::user(format!(
+            "agent {} has an unknown harness {:?}",
+            old.id, old.harness
+        ))
+    })?;
+    volee_tmux::server::version()?;
+    let launch = if old.harness == "generic" {
+        if old.command.is_empty() {
+            return Err(CliError::user(format!(
+                "agent {} has no recorded command",
+                old.id
+            )));
+        }
+        crate::harness_cli::HarnessLaunch {
+            command: old.command.clone(),
+            version: None,
+            fit: volee_protocol::ProfileFit::Generic,
+            session_id: None,
+        }
+    } else {
+        let session = old.session_id.as_deref().ok_or_else(|| {
+            CliError::user(format!("agent {} never reported a session id", old.id))
+                .hint("start a new one: volee launch --harness …")
+        })?;
+        crate::harness_cli::launch_line(
+            &profile,
+            &crate::harness_cli::LaunchOptions {
+                name: None,
+                model: None,
+                worktree: None,
+                prompt: None,
+                extra: &[],
+                resume: Some(session),
+            },
+        )?
+    };
+    let (socket, session) = match &old.host {
+        volee_protocol::Host::Tmux {
+            socket, session, ..
+        } => (socket.clone(), Some(session.clone())),
+        _ => (caller_socket(None).display().to_string(), None),
+    };
+    let server = volee_tmux::server::TmuxServer::new(&socket);
+    let session = session.filter(|s| server.has_session(s));
+    let env: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let cwd = if std::path::Path::new(&old.cwd).is_dir() {
+        old.cwd.clone()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| CliError::from_error(Exit::User, &e))?
+            .display()
+            .to_string()
+    };
+    let req = LaunchRequest {
+        harness: old.harness.clone(),
+        command: launch.command,
+        harness_version: launch.version,
+        profile_fit: launch.fit,
+        session_id: launch.session_id,
+        cwd,
+        name: Some(old.name.clone()),
+        env,
+        tmux_socket: socket,
+        tmux_session: session,
+        caller_pane: None,
+    };
+    let agent = agent_of(ask(&Request::Launch(req))?)?;
+    if as_json {
+        json(&agent)
+    } else {
+        out(&agent.id);
+        Ok(())
+    }
 }

@@ -29,6 +29,8 @@ pub struct LaunchOptions<'a> {
     pub prompt: Option<&'a str>,
     /// Extra arguments after `--`, passed to the harness before the prompt.
     pub extra: &'a [String],
+    /// Resume this harness session instead of starting one.
+    pub resume: Option<&'a str>,
 }
 
 /// Find `program` on the caller's PATH.
@@ -164,13 +166,23 @@ pub fn launch_line(profile: &Profile, opts: &LaunchOptions) -> CliResult<Harness
             profile.display_name
         ),
     }
-    let session_id = match profile.session_id_flag {
-        Some(flag) => {
+    let session_id = match (opts.resume, profile.session_id_flag) {
+        (Some(id), _) => {
+            if profile.resume.is_empty() {
+                return Err(CliError::user(format!(
+                    "{} has no resume line",
+                    profile.display_name
+                )));
+            }
+            command.extend(profile.resume.iter().map(|a| a.replace("{id}", id)));
+            Some(id.to_string())
+        }
+        (None, Some(flag)) => {
             let id = uuid_v4()?;
             command.extend([flag.to_string(), id.clone()]);
             Some(id)
         }
-        None => None,
+        (None, None) => None,
     };
     let flag_for =
         |value: Option<&str>, flag: Option<&str>, what: &str| -> CliResult<Vec<String>> {
@@ -304,7 +316,7 @@ pub fn profiles(json: bool) -> CliResult {
         return Ok(());
     }
     let mut text = format!(
-        "{:<8}  {:<18}  {:<18}  {:<22}  {}\n",
+        "{:<8}  {:<18}  {:<16}  {:<46}  {}\n",
         "NAME", "HARNESS", "MEASURED", "HOOKS PER LAUNCH", "STATES (best first)"
     );
     for p in &all {
@@ -331,7 +343,7 @@ pub fn profiles(json: bool) -> CliResult {
             .map(|s| format!("{s:?}").to_lowercase())
             .collect();
         text.push_str(&format!(
-            "{:<8}  {:<18}  {:<18}  {:<22}  {}\n",
+            "{:<8}  {:<18}  {:<16}  {:<46}  {}\n",
             p.name,
             p.display_name,
             measured,

@@ -1,6 +1,7 @@
 //! `volee`: supervise AI coding agents from inside tmux. Parses, dispatches, prints errors.
 
 mod commands;
+mod doctor;
 mod error;
 mod harness_cli;
 mod pane_exec;
@@ -63,6 +64,12 @@ enum Command {
         #[arg(long, value_name = "SECS")]
         timeout: Option<f64>,
     },
+    /// Relaunch an ended agent with its harness's resume line (the generic profile reruns its command).
+    Resume {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Bring this terminal to the agent's pane (inside tmux: switch; outside: attach).
     Attach { id: String },
     /// End the agent and its whole process group (state `stopped`).
@@ -77,6 +84,8 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         wait: u64,
     },
+    /// Check tmux, zellij, Docker, Ollama and every installed harness against its profile.
+    Doctor,
     /// The harness profiles and the versions they were measured on.
     Profiles {
         #[arg(long)]
@@ -164,12 +173,14 @@ fn main() {
         Command::Explain { id, json } => commands::explain(&id, json),
         Command::Wait { id, until, timeout } => commands::wait(&id, &until, timeout),
         Command::Attach { id } => tmux_ui::attach(&id),
+        Command::Resume { id, json } => commands::resume(&id, json),
         Command::Stop { id } => commands::stop(&id),
         Command::Interrupt { id } => commands::interrupt(&id),
         Command::Send { id, text, wait } => {
             harness_cli::send(&id, &text, std::time::Duration::from_secs(wait))
         }
         Command::Profiles { json } => harness_cli::profiles(json),
+        Command::Doctor => doctor::doctor(),
         Command::Hook { harness, event } => harness_cli::hook(&harness, &event),
         Command::Peek { id, lines } => commands::peek(&id, lines),
         Command::Rm { id } => commands::rm(&id),

@@ -1,0 +1,210 @@
+//! `volee doctor`: what this machine has for volee, one line each, with what to do.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use volee_protocol::ProfileFit;
+
+use crate::commands::{out, paths};
+use crate::error::{CliError, CliResult};
+
+enum Level {
+    Ok,
+    Warn,
+    Missing,
+}
+
+struct Check {
+    level: Level,
+    what: String,
+    detail: String,
+    fix: Option<String>,
+}
+
+fn first_line(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())?
+        .trim()
+        .to_string();
+    (out.status.success() && !line.is_empty()).then_some(line)
+}
+
+/// `GET /api/version` of an Ollama server, with short timeouts.
+fn ollama_version(host: &str) -> Result<String, String> {
+    let authority = host
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let authority = if authority.contains(':') {
+        authority
+    } else {
+        format!("{authority}:11434")
+    };
+    let addr = authority
+        .to_socket_addrs()
+        .map_err(|e| e.to_string())?
+        .next()
+        .ok_or("no address")?;
+    let mut stream =
+        TcpStream::connect_timeout(&addr, Duration::from_millis(500)).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .map_err(|e| e.to_string())?;
+    write!(
+        stream,
+        "GET /api/version HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut body = String::new();
+    stream
+        .take(64 * 1024)
+        .read_to_string(&mut body)
+        .map_err(|e| e.to_string())?;
+    let json = body.split("\r\n\r\n").nth(1).unwrap_or_default();
+    serde_json::from_str::<serde_json::Value>(json)
+        .ok()
+        .and_then(|v| v["version"].as_str().map(String::from))
+        .ok_or_else(|| "not an Ollama server".to_string())
+}
+
+fn checks() -> Vec<Check> {
+    let mut checks = Vec::new();
+    let check = |level, what: &str, detail: String, fix: Option<String>| Check {
+        level,
+        what: what.into(),
+        detail,
+        fix,
+    };
+    checks.push(match volee_tmux::server::version() {
+        Ok(v) => {
+            let ok = volee_harness::profile::parse_version(&v)
+                .is_some_and(|n| (n[0], n.get(1).copied().unwrap_or(0)) >= (3, 3));
+            if ok {
+                check(Level::Ok, "tmux", v, None)
+            } else {
+                check(
+                    Level::Warn,
+                    "tmux",
+                    format!("{v} (volee is measured on 3.3a+)"),
+                    Some("install tmux 3.3a or newer".into()),
+                )
+            }
+        }
+        Err(_) => check(
+            Level::Missing,
+            "tmux",
+            "not installed".into(),
+            Some("sudo apt-get install tmux (Debian/Ubuntu), brew install tmux (macOS)".into()),
+        ),
+    });
+    checks.push(match first_line("zellij", &["--version"]) {
+        Some(v) => check(Level::Ok, "zellij", v, None),
+        None => check(
+            Level::Warn,
+            "zellij",
+            "not installed (optional: the zellij front end)".into(),
+            Some("cargo install --locked zellij".into()),
+        ),
+    });
+    checks.push(
+        match first_line("docker", &["version", "--format", "{{.Server.Version}}"]) {
+            Some(v) => check(Level::Ok, "docker", format!("engine {v}"), None),
+            None => check(
+                Level::Warn,
+                "docker",
+                "no engine answers (needed by volee's own agent sandbox)".into(),
+                Some("sudo apt-get install docker.io && sudo systemctl start docker".into()),
+            ),
+        },
+    );
+    let ollama = std::env::var("OLLAMA_HOST").unwrap_or_else(|_| "127.0.0.1:11434".into());
+    checks.push(match ollama_version(&ollama) {
+        Ok(v) => check(Level::Ok, "ollama", format!("{v} at {ollama}"), None),
+        Err(e) => check(
+            Level::Warn,
+            "ollama",
+            format!("not reachable at {ollama} ({e}); needed by volee's own agent"),
+            Some("install Ollama and run `ollama serve`, or set OLLAMA_HOST".into()),
+        ),
+    });
+    let paths = paths();
+    checks.push(match volee_daemon::Client::connect(&paths) {
+        Ok(_) => check(
+            Level::Ok,
+            "daemon",
+            format!(
+                "running (pid {})",
+                volee_daemon::client::read_pid(&paths)
+                    .map(|p| p.to_string())
+                    .unwrap_or_else(|| "?".into())
+            ),
+            None,
+        ),
+        Err(_) => check(
+            Level::Ok,
+            "daemon",
+            "not running (any volee command starts it)".into(),
+            None,
+        ),
+    });
+    for profile in volee_harness::profiles()
+        .iter()
+        .filter(|p| !p.program.is_empty())
+    {
+        let Some(range) = profile.measured else {
+            continue;
+        };
+        let measured = if range.min == range.max {
+            range.min.to_string()
+        } else {
+            format!("{}–{}", range.min, range.max)
+        };
+        let install = profile
+            .package
+            .map(|pkg| format!("npm install -g {pkg}@{}", range.max));
+        checks.push(match first_line(profile.program, &["--version"]) {
+            None => check(Level::Warn, profile.name, format!("{} not installed (measured: {measured})", profile.display_name), install),
+            Some(v) => {
+                let fit = if range.contains(&v) { ProfileFit::Measured } else { ProfileFit::OtherVersion };
+                match fit {
+                    ProfileFit::Measured => check(Level::Ok, profile.name, format!("{v} (measured)"), None),
+                    _ => check(Level::Warn, profile.name, format!("{v}: outside the measured {measured}; hooks used, screen states generic"), install),
+                }
+            }
+        });
+    }
+    checks
+}
+
+pub fn doctor() -> CliResult {
+    let checks = checks();
+    let mut text = String::new();
+    for c in &checks {
+        let mark = match c.level {
+            Level::Ok => "ok  ",
+            Level::Warn => "warn",
+            Level::Missing => "FAIL",
+        };
+        text.push_str(&format!("{mark}  {:<8} {}\n", c.what, c.detail));
+        if let Some(fix) = &c.fix {
+            text.push_str(&format!("      {:<8} fix: {fix}\n", ""));
+        }
+    }
+    out(&text);
+    if checks.iter().any(|c| matches!(c.level, Level::Missing)) {
+        return Err(CliError::env(
+            "volee cannot run here yet: see the FAIL lines above",
+        ));
+    }
+    Ok(())
+}
