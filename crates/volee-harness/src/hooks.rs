@@ -128,12 +128,13 @@ const QWEN: &[HookRule] = &[
         State(Idle),
     ),
     rule("Stop", State(Idle)),
+    rule("StopFailure", State(Failed)),
     rule("SessionStart", Evidence),
     rule("SessionEnd", Evidence),
 ];
 
-/// Grok Build 1.0.41. `Stop` with `stop_reason: shutdown` also fires at exit: still idle until the
-/// exit status arrives, which wins.
+/// Grok Build 1.0.41. `Stop` with `reason: "shutdown"` also fires at exit (only `"end_turn"` ends a
+/// turn): idle either way until the exit status arrives, which wins.
 const GROK: &[HookRule] = &[
     rule("UserPromptSubmit", State(Working)),
     rule("PreToolUse", State(Working)),

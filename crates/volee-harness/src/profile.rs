@@ -169,7 +169,7 @@ pub fn profiles() -> Vec<Profile> {
                 Source::Screen,
                 Source::Activity,
             ],
-            join: "--mcp-config FILE --strict-mcp-config (prompt after --)",
+            join: "--mcp-config FILE (variadic: the prompt goes after --)",
             input: TUI_INPUT,
         },
         Profile {
@@ -299,7 +299,11 @@ pub fn profiles() -> Vec<Profile> {
                 Source::Activity,
             ],
             join: "no per-launch flag (config.toml)",
-            input: TUI_INPUT,
+            // Grok's guide: Esc never cancels a running turn, Ctrl+C does.
+            input: InputRules {
+                interrupt_key: "C-c",
+                ..TUI_INPUT
+            },
         },
         Profile {
             name: "generic",
