@@ -630,14 +630,39 @@ impl Daemon {
         }
     }
 
+    /// The screen rules for an agent: the embedded ones of its harness (generic ones outside the
+    /// measured versions), merged with `rules/<name>.toml` from the config dir when present (a
+    /// rule with the same id replaces the embedded one).
     fn rules_for(&mut self, harness: &str, measured: bool) -> &volee_harness::RuleSet {
+        let config_dir = self.paths.config_dir.clone();
         self.rules
             .entry((harness.to_string(), measured))
             .or_insert_with(|| {
-                volee_harness::screen_rules(harness, measured).unwrap_or_else(|e| {
+                let embedded = volee_harness::screen_rules(harness, measured).unwrap_or_else(|e| {
                     tracing::error!("screen rules of {harness}: {e}");
                     volee_harness::RuleSet::default()
-                })
+                });
+                let name = if measured { harness } else { "generic" };
+                let user = config_dir.join("rules").join(format!("{name}.toml"));
+                match std::fs::read_to_string(&user) {
+                    Ok(text) => {
+                        match volee_harness::RuleSet::from_toml(&text, &user.display().to_string())
+                        {
+                            Ok(overrides) => {
+                                tracing::info!(
+                                    "screen rules of {name}: using overrides from {}",
+                                    user.display()
+                                );
+                                volee_harness::RuleSet::merged(&embedded, &overrides)
+                            }
+                            Err(e) => {
+                                tracing::error!("ignoring {}: {e}", user.display());
+                                embedded
+                            }
+                        }
+                    }
+                    Err(_) => embedded,
+                }
             })
     }
 

@@ -14,17 +14,17 @@ pub mod rules;
 pub use hooks::{hook_events, hook_meaning, HookMeaning};
 pub use profile::{profile, profiles, InputRules, Instrumentation, Profile, PromptStyle, Source};
 
-pub use rules::{last_line, Region, RuleMatch, RuleSet, RulesError, ScreenRule};
+pub use rules::{
+    last_line, last_lines, rules_for, Region, RuleMatch, RuleSet, RulesError, ScreenRule,
+    HARNESSES_WITH_RULES,
+};
 
 /// The generic profile's rules, embedded at build time.
 pub const GENERIC_RULES: &str = include_str!("../rules/generic.toml");
 
 /// The embedded screen rules of a harness (the TOML text), None when it has none.
 pub fn embedded_rules(harness: &str) -> Option<&'static str> {
-    match harness {
-        "generic" => Some(GENERIC_RULES),
-        _ => None,
-    }
+    rules::rules_for(harness)
 }
 
 /// The compiled screen rules volee uses for a harness: its own when the installed version is the

@@ -38,7 +38,10 @@ pub fn agents_table(agents: &[AgentView], now_epoch_secs: u64) -> String {
         ]
     });
     let mut text = columns(std::iter::once(header).chain(rows).collect(), "");
-    if agents.iter().any(|a| a.profile_fit == ProfileFit::OtherVersion) {
+    if agents
+        .iter()
+        .any(|a| a.profile_fit == ProfileFit::OtherVersion)
+    {
         text.push_str(
             "* installed version outside the profile's measured range: hooks used, screen states generic\n",
         );
@@ -204,7 +207,12 @@ mod tests {
 
     #[test]
     fn other_versions_are_marked() {
-        let mut a = agent("k3f9", "fix", volee_protocol::AgentState::Idle, "2025-01-01T00:09:00Z");
+        let mut a = agent(
+            "k3f9",
+            "fix",
+            volee_protocol::AgentState::Idle,
+            "2025-01-01T00:09:00Z",
+        );
         a.profile_fit = ProfileFit::OtherVersion;
         let t = agents_table(&[a], NOW);
         assert!(t.contains("claude*"), "{t}");
