@@ -158,3 +158,114 @@ fn a_missing_harness_names_its_package() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("@anthropic-ai/claude-code"), "{stderr}");
 }
+
+/// A stand-in for a harness whose hooks come from a file volee names (`config_of` prints its
+/// path): version, then a turn played through the hook commands in that file.
+fn install_scripted(env: &mut TestEnv, program: &str, version: &str, config_of: &str, turn: &str) {
+    let bin = env.root().join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        r#"#!/bin/sh
+if [ "$1" = "--version" ]; then echo "{version}"; exit 0; fi
+CONF={config_of}
+[ -f "$CONF" ] || {{ echo "no hooks file at $CONF"; exec sleep 60; }}
+VOLEE=$(grep -o "'[^']*' hook {program}" "$CONF" | head -n 1 | cut -d"'" -f2)
+hook() {{ printf '{{"session_id":"s-1","hook_event_name":"%s"%s}}' "$1" "$2" | "$VOLEE" hook {program} "$1"; }}
+{turn}
+exec sleep 120
+"#
+    );
+    let path = bin.join(program);
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    if !env.extra_env.iter().any(|(k, _)| k == "PATH") {
+        let path_var = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        env.extra_env.push(("PATH".into(), path_var));
+    }
+}
+
+#[test]
+fn gemini_hooks_come_from_a_merged_system_defaults_file() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    // An administrator's system defaults, named by the variable volee must honour and keep.
+    let admin = env.root().join("admin-defaults.json");
+    std::fs::write(
+        &admin,
+        r#"{"general":{"vimMode":true},"hooks":{"AfterAgent":[{"matcher":"*","hooks":[{"type":"command","command":"true"}]}]}}"#,
+    )
+    .unwrap();
+    env.extra_env.push((
+        "GEMINI_CLI_SYSTEM_DEFAULTS_PATH".into(),
+        admin.display().to_string(),
+    ));
+    install_scripted(
+        &mut env,
+        "gemini",
+        "0.61.0",
+        "\"$GEMINI_CLI_SYSTEM_DEFAULTS_PATH\"",
+        r#"cp "$CONF" "$HOME/seen-defaults.json"
+hook BeforeAgent ',"prompt":"go"'
+hook Notification ',"notification_type":"ToolPermission"'
+read answer
+hook AfterTool ''
+sleep 1
+hook AfterAgent ''"#,
+    );
+    let id = env.ok(["launch", "--harness", "gemini", "--host", "tmux:main", "go"]);
+    assert_eq!(env.wait_state(&id, "needs_you", 10), "needs_you");
+    assert_eq!(env.agent(&id)["evidence"], "hook Notification");
+    env.ok(["send", &id, "y"]);
+    assert_eq!(env.wait_state(&id, "idle", 10), "idle");
+    assert_eq!(env.agent(&id)["evidence"], "hook AfterAgent");
+    // The administrator's settings and hook survived in volee's copy.
+    let seen: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(env.home().join("seen-defaults.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(seen["general"]["vimMode"], true);
+    let after_agent = seen["hooks"]["AfterAgent"].as_array().unwrap();
+    assert_eq!(after_agent.len(), 2, "{seen}");
+    assert_eq!(after_agent[0]["hooks"][0]["command"], "true");
+    // And the administrator's own file is untouched.
+    assert!(!std::fs::read_to_string(&admin).unwrap().contains("volee"));
+}
+
+#[test]
+fn grok_hooks_file_is_volees_own_and_goes_when_unneeded() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    install_scripted(
+        &mut env,
+        "grok",
+        "grok 1.0.41 (4220f3b224a6)",
+        "\"$HOME/.grok/hooks/volee-hooks.json\"",
+        r#"hook UserPromptSubmit ''
+hook Notification ',"notificationType":"permission_prompt"'
+read answer
+hook Stop ',"reason":"end_turn"'"#,
+    );
+    // A hook file of the user's own sits beside volee's and is never touched.
+    let hooks_dir = env.home().join(".grok/hooks");
+    std::fs::create_dir_all(&hooks_dir).unwrap();
+    std::fs::write(hooks_dir.join("mine.json"), r#"{"hooks":{}}"#).unwrap();
+    let id = env.ok(["launch", "--harness", "grok", "--host", "tmux:main", "go"]);
+    assert_eq!(env.wait_state(&id, "needs_you", 10), "needs_you");
+    assert!(hooks_dir.join("volee-hooks.json").exists());
+    env.ok(["send", &id, "y"]);
+    assert_eq!(env.wait_state(&id, "idle", 10), "idle");
+    env.ok(["stop", &id]);
+    volee_test_support::wait_until(
+        "volee's Grok hooks file is removed once no Grok agent lives",
+        std::time::Duration::from_secs(5),
+        || (!hooks_dir.join("volee-hooks.json").exists()).then_some(()),
+        || env.log_tail(),
+    );
+    assert!(hooks_dir.join("mine.json").exists());
+}

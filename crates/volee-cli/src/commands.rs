@@ -199,6 +199,7 @@ pub fn launch(args: LaunchArgs) -> CliResult {
             version: None,
             fit: volee_protocol::ProfileFit::Generic,
             session_id: None,
+            env: Vec::new(),
         }
     } else {
         crate::harness_cli::launch_line(
@@ -213,6 +214,11 @@ pub fn launch(args: LaunchArgs) -> CliResult {
             },
         )?
     };
+    let mut env = env;
+    for (k, v) in launch.env {
+        env.retain(|(key, _)| key != &k);
+        env.push((k, v));
+    }
     let req = LaunchRequest {
         harness,
         command: launch.command,
@@ -515,6 +521,7 @@ pub fn resume(id: &str, as_json: bool) -> CliResult {
             version: None,
             fit: volee_protocol::ProfileFit::Generic,
             session_id: None,
+            env: Vec::new(),
         }
     } else {
         let session = old.session_id.as_deref().ok_or_else(|| {
@@ -541,9 +548,13 @@ pub fn resume(id: &str, as_json: bool) -> CliResult {
     };
     let server = volee_tmux::server::TmuxServer::new(&socket);
     let session = session.filter(|s| server.has_session(s));
-    let env: Vec<(String, String)> = std::env::vars_os()
+    let mut env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
+    for (k, v) in launch.env {
+        env.retain(|(key, _)| key != &k);
+        env.push((k, v));
+    }
     let cwd = if std::path::Path::new(&old.cwd).is_dir() {
         old.cwd.clone()
     } else {

@@ -16,6 +16,8 @@ use crate::error::{CliError, CliResult, Exit};
 /// What a harness launch adds to the request.
 pub struct HarnessLaunch {
     pub command: Vec<String>,
+    /// Environment the instrumentation needs (added to the caller's).
+    pub env: Vec<(String, String)>,
     pub version: Option<String>,
     pub fit: ProfileFit,
     pub session_id: Option<String>,
@@ -92,35 +94,61 @@ fn uuid_v4() -> CliResult<String> {
     ))
 }
 
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 /// Claude's per-launch settings file: every hook event volee reads calls `volee hook claude EVENT`.
 /// One file for all Claude agents (the agent is named by `VOLEE_AGENT_ID` in the environment);
 /// it lives in volee's private runtime directory, never in the user's settings.
 fn claude_settings_file(volee_bin: &str) -> CliResult<PathBuf> {
-    let mut hooks = serde_json::Map::new();
-    for event in volee_harness::hook_events("claude") {
-        hooks.insert(
-            event.to_string(),
-            serde_json::json!([{ "hooks": [{
-                "type": "command",
-                "command": format!("{} hook claude {event}", sh_quote(volee_bin)),
-                "timeout": 10
-            }]}]),
-        );
-    }
-    let settings = serde_json::json!({ "hooks": hooks });
+    let settings = volee_harness::instrument::hooks_settings("claude", volee_bin);
     let dir = paths().runtime_dir.join("harness");
-    volee_daemon::paths::ensure_private_dir(&dir)
-        .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
     let path = dir.join("claude-settings.json");
-    let bytes = serde_json::to_vec_pretty(&settings)
-        .map_err(|e| CliError::from_error(Exit::Internal, &e))?;
-    volee_daemon::persist::write_atomic(&path, &bytes)
-        .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
+    write_private_json(&dir, &path, &settings)?;
     Ok(path)
+}
+
+/// A system-defaults file for Gemini or Qwen: the file the variable named before (or nothing),
+/// with volee's hook entries appended to each event's array — the variable *replaces* the system
+/// defaults, so an administrator's settings must survive in volee's copy.
+fn system_defaults_file(harness: &str, var: &str, volee_bin: &str) -> CliResult<PathBuf> {
+    let base_path = std::env::var_os(var).map(PathBuf::from).or_else(|| {
+        let default = match harness {
+            "gemini" => "/etc/gemini-cli/system-defaults.json",
+            _ => "/etc/qwen-code/system-defaults.json",
+        };
+        Path::new(default).is_file().then(|| PathBuf::from(default))
+    });
+    let dir = paths().runtime_dir.join("harness");
+    let ours = dir.join(format!("{harness}-system-defaults.json"));
+    let mut settings = match base_path.filter(|p| p != &ours) {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                CliError::from_error(Exit::Environment, &e).hint(format!(
+                    "{var} names {}, which volee must merge",
+                    path.display()
+                ))
+            })?;
+            serde_json::from_str::<serde_json::Value>(&text).map_err(|e| {
+                CliError::from_error(Exit::Environment, &e)
+                    .hint(format!("{} is not valid JSON", path.display()))
+            })?
+        }
+        None => serde_json::json!({}),
+    };
+    if !volee_harness::instrument::append_hooks(&mut settings, harness, volee_bin) {
+        return Err(CliError::env(format!(
+            "the system defaults named by {var} are not a JSON object with an object \"hooks\""
+        )));
+    }
+    write_private_json(&dir, &ours, &settings)?;
+    Ok(ours)
+}
+
+fn write_private_json(dir: &Path, path: &Path, value: &serde_json::Value) -> CliResult {
+    volee_daemon::paths::ensure_private_dir(dir)
+        .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
+    let bytes =
+        serde_json::to_vec_pretty(value).map_err(|e| CliError::from_error(Exit::Internal, &e))?;
+    volee_daemon::persist::write_atomic(path, &bytes)
+        .map_err(|e| CliError::from_error(Exit::Environment, &e))
 }
 
 /// Build a harness's launch line, check its version, set up its per-launch instrumentation.
@@ -151,20 +179,25 @@ pub fn launch_line(profile: &Profile, opts: &LaunchOptions) -> CliResult<Harness
         );
     }
     let mut command = vec![program.display().to_string()];
+    let mut env = Vec::new();
+    let bin = std::env::current_exe()
+        .map_err(|e| CliError::from_error(Exit::Internal, &e))?
+        .display()
+        .to_string();
     match profile.instrumentation {
         Instrumentation::SettingsFlag(flag) => {
-            let bin = std::env::current_exe()
-                .map_err(|e| CliError::from_error(Exit::Internal, &e))?
-                .display()
-                .to_string();
             let file = claude_settings_file(&bin)?;
             command.extend([flag.to_string(), file.display().to_string()]);
         }
-        Instrumentation::None => {}
-        other => eprintln!(
-            "warning: per-launch hooks for {} ({other:?}) are not wired yet: its states come from the title and screen",
-            profile.display_name
-        ),
+        Instrumentation::SystemDefaultsEnv(var) => {
+            let file = system_defaults_file(profile.name, var, &bin)?;
+            env.push((var.to_string(), file.display().to_string()));
+        }
+        // The daemon writes it when it records the agent, and removes it (docs/adr/0005).
+        Instrumentation::OwnHooksFile(_) => {}
+        // Codex: `-c hooks.*` needs --dangerously-bypass-hook-trust (which would also run an
+        // untrusted repository's hooks) and forces embedded mode; see docs/adr/0005.
+        Instrumentation::ConfigOverrides | Instrumentation::None => {}
     }
     let session_id = match (opts.resume, profile.session_id_flag) {
         (Some(id), _) => {
@@ -218,6 +251,7 @@ pub fn launch_line(profile: &Profile, opts: &LaunchOptions) -> CliResult<Harness
         version,
         fit,
         session_id,
+        env,
     })
 }
 
@@ -332,9 +366,11 @@ pub fn profiles(json: bool) -> CliResult {
             .unwrap_or_else(|| "-".into());
         let hooks = match p.instrumentation {
             Instrumentation::SettingsFlag(f) => format!("{f} FILE"),
-            Instrumentation::SystemDefaultsEnv(v) => format!("${v} (not wired)"),
-            Instrumentation::ConfigOverrides => "-c hooks.* (not wired)".into(),
-            Instrumentation::OwnHooksFile(d) => format!("~/{d}/ (not wired)"),
+            Instrumentation::SystemDefaultsEnv(v) => format!("${v}"),
+            Instrumentation::ConfigOverrides => "none (title and screen)".into(),
+            Instrumentation::OwnHooksFile(d) => {
+                format!("~/{d}/{}", volee_harness::instrument::GROK_HOOKS_FILE)
+            }
             Instrumentation::None => "-".into(),
         };
         let states: Vec<String> = p

@@ -4,7 +4,7 @@
 //! so the registry has exactly one writer and state changes are ordered. Client connections and
 //! tmux connections are separate tasks that only pass messages.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -59,6 +59,9 @@ struct DaemonFile {
     /// tmux servers where `volee tmux-init` ran: their status line gets pushed.
     #[serde(default)]
     tmux_servers: Vec<PathBuf>,
+    /// Hook files volee placed in a harness's own directory (Grok), with their harness.
+    #[serde(default)]
+    hook_files: Vec<(PathBuf, String)>,
 }
 
 enum Msg {
@@ -342,6 +345,7 @@ struct Daemon {
     rules: HashMap<(String, bool), volee_harness::RuleSet>,
     registry: Registry,
     tmux_servers: BTreeSet<PathBuf>,
+    hook_files: BTreeMap<PathBuf, String>,
     conns: HashMap<SessionKey, ControlConnection>,
     conn_tx: mpsc::UnboundedSender<ConnectionEvent>,
     tx: mpsc::UnboundedSender<Msg>,
@@ -374,6 +378,7 @@ impl Daemon {
             rules: HashMap::new(),
             registry: Registry::default(),
             tmux_servers: BTreeSet::new(),
+            hook_files: BTreeMap::new(),
             conns: HashMap::new(),
             conn_tx,
             tx,
@@ -395,6 +400,7 @@ impl Daemon {
                     agents: file.agents,
                 });
                 self.tmux_servers = file.tmux_servers.into_iter().collect();
+                self.hook_files = file.hook_files.into_iter().collect();
                 tracing::info!("loaded {} agents", self.registry.len());
             }
             Ok(Loaded::Missing) => {}
@@ -413,6 +419,11 @@ impl Daemon {
             format: volee_core::registry::REGISTRY_FORMAT,
             agents: self.registry.to_file().agents,
             tmux_servers: self.tmux_servers.iter().cloned().collect(),
+            hook_files: self
+                .hook_files
+                .iter()
+                .map(|(p, h)| (p.clone(), h.clone()))
+                .collect(),
         };
         match persist::save_json(&self.paths.registry(), &file) {
             Ok(()) => self.save_needed = false,
@@ -1016,6 +1027,7 @@ impl Daemon {
             self.resync_server(&socket).await;
         }
         self.flush().await;
+        self.remove_unneeded_hook_files();
     }
 
     async fn ensure_connection(&mut self, key: &SessionKey) -> Result<(), String> {
@@ -1061,6 +1073,7 @@ impl Daemon {
         if state_changed {
             self.save_needed = true;
             self.drop_unwatched_connections();
+            self.remove_unneeded_hook_files();
         }
         if self.save_needed {
             self.save();
@@ -1085,6 +1098,36 @@ impl Daemon {
                 }
             });
             self.push_status().await;
+        }
+    }
+
+    /// Grok Build has no per-launch hooks: the launch puts one file of volee's own into
+    /// `~/.grok/hooks/`; it goes as soon as no live agent of that harness needs it.
+    fn remove_unneeded_hook_files(&mut self) {
+        let unneeded: Vec<(PathBuf, String)> = self
+            .hook_files
+            .iter()
+            .filter(|(_, harness)| {
+                !self
+                    .registry
+                    .iter()
+                    .any(|a| &a.harness == *harness && !a.is_ended())
+            })
+            .map(|(p, h)| (p.clone(), h.clone()))
+            .collect();
+        for (path, harness) in unneeded {
+            // Only ever remove a file volee wrote (it calls `volee hook HARNESS`).
+            let marker = format!(" hook {harness} ");
+            if std::fs::read_to_string(&path).is_ok_and(|t| t.contains(&marker)) {
+                match std::fs::remove_file(&path) {
+                    Ok(()) => {
+                        tracing::info!("removed {} (no {harness} agent needs it)", path.display())
+                    }
+                    Err(e) => tracing::warn!("could not remove {}: {e}", path.display()),
+                }
+            }
+            self.hook_files.remove(&path);
+            self.save_needed = true;
         }
     }
 
@@ -1369,6 +1412,37 @@ impl Daemon {
         let view = record.view();
         self.registry.insert(record);
         self.save();
+        if let Some(volee_harness::Instrumentation::OwnHooksFile(dir)) =
+            volee_harness::profile(&req.harness).map(|p| p.instrumentation)
+        {
+            let home = req
+                .env
+                .iter()
+                .find(|(k, _)| k == "HOME")
+                .map(|(_, v)| PathBuf::from(v))
+                .or_else(|| std::env::var_os("HOME").map(PathBuf::from));
+            let Some(home) = home else {
+                return env_error(
+                    "HOME is not set: cannot place the harness's hooks file",
+                    vec![],
+                );
+            };
+            let path = home
+                .join(dir)
+                .join(volee_harness::instrument::GROK_HOOKS_FILE);
+            let settings = volee_harness::instrument::hooks_settings(
+                &req.harness,
+                &volee_bin.display().to_string(),
+            );
+            let written = std::fs::create_dir_all(home.join(dir))
+                .map_err(|e| e.to_string())
+                .and_then(|()| persist::save_json(&path, &settings).map_err(|e| e.to_string()));
+            if let Err(e) = written {
+                let _ = server.run_async(&["kill-pane", "-t", pane]).await;
+                return env_error(&format!("could not write {}: {e}", path.display()), vec![]);
+            }
+            self.hook_files.insert(path, req.harness.clone());
+        }
         let mut env = req.env.clone();
         env.retain(|(k, _)| k != "VOLEE_AGENT_ID");
         // Hooks find their agent by this id, never by guessing from transcript files.

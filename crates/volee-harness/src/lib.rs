@@ -8,6 +8,7 @@
 //! - [`hooks`]: what each harness's hook events mean, as data.
 
 pub mod hooks;
+pub mod instrument;
 pub mod profile;
 pub mod rules;
 
