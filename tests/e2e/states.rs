@@ -215,3 +215,31 @@ fn send_types_into_a_generic_agent_and_confirms_it_reacted() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("did not react"));
 }
+
+#[test]
+fn a_killed_pane_takes_its_hangup_ignoring_processes_with_it() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    // Like Gemini: the process ignores the hangup tmux sends when its pane is killed.
+    let id = launch_sh(&env, "stubborn", "trap '' HUP; exec sleep 120");
+    env.wait_state(&id, "idle", 8);
+    let pid = env.agent(&id)["pid"].as_i64().unwrap();
+    let pane = env.agent(&id)["host"]["pane"].as_str().unwrap().to_string();
+    env.tmux(&["kill-pane", "-t", &pane]);
+    assert_eq!(env.wait_state(&id, "stopped", 8), "stopped");
+    volee_test_support::wait_until(
+        "the agent's process group is ended",
+        std::time::Duration::from_secs(8),
+        || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            (stat.is_empty() || stat.contains(") Z ")).then_some(())
+        },
+        || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default(),
+    );
+    assert!(
+        env.log_tail().contains("ending the process group"),
+        "{}",
+        env.log_tail()
+    );
+}

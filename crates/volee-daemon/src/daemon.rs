@@ -981,6 +981,7 @@ impl Daemon {
             .filter(|r| !r.agent.is_empty())
             .map(|r| r.agent.as_str())
             .collect();
+        let mut orphans = Vec::new();
         for agent in self.registry.iter_mut() {
             if !agent.is_ended()
                 && host_socket(&agent.host) == Some(socket)
@@ -988,6 +989,23 @@ impl Daemon {
             {
                 agent.signals.pane_gone = Some(now);
                 self.save_needed = true;
+                if let Some(pid) = agent.pid {
+                    orphans.push(pid);
+                }
+            }
+        }
+        // Some harnesses (Gemini) ignore the hangup of a killed pane and live on, reparented:
+        // the agent is stopped, so is its whole process group.
+        for pid in orphans {
+            if process_group_leader_alive(pid) {
+                tracing::info!("pane gone, ending the process group of {pid}");
+                signal_group(pid, Signal::SIGTERM);
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(STOP_GRACE_MS)).await;
+                    if process_group_leader_alive(pid) {
+                        signal_group(pid, Signal::SIGKILL);
+                    }
+                });
             }
         }
         // Watch every session that holds a live agent.
@@ -1699,6 +1717,20 @@ impl Daemon {
             .await
             .map_err(|e| Box::new(tmux_error_response(&e)))
     }
+}
+
+/// Is `pid` alive, not a zombie, and still the leader of its own process group (so signalling
+/// the group cannot hit an unrelated process that reused the pid)?
+fn process_group_leader_alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(rest) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
+        return false;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // fields[0] = state, fields[2] = pgrp
+    fields.first().is_some_and(|s| *s != "Z") && fields.get(2) == Some(&pid.to_string().as_str())
 }
 
 /// The wait status of a zombie process, from field 52 (`exit_code`) of `/proc/PID/stat`:
