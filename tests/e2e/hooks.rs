@@ -167,6 +167,7 @@ fn install_scripted(env: &mut TestEnv, program: &str, version: &str, config_of: 
     let script = format!(
         r#"#!/bin/sh
 if [ "$1" = "--version" ]; then echo "{version}"; exit 0; fi
+if [ "$1" = "--help" ]; then echo "usage: {program} [prompt]"; exit 0; fi
 CONF={config_of}
 [ -f "$CONF" ] || {{ echo "no hooks file at $CONF"; exec sleep 60; }}
 VOLEE=$(grep -o "'[^']*' hook {program}" "$CONF" | head -n 1 | cut -d"'" -f2)
@@ -268,4 +269,39 @@ hook Stop ',"reason":"end_turn"'"#,
         || env.log_tail(),
     );
     assert!(hooks_dir.join("mine.json").exists());
+}
+
+#[test]
+fn probe_compares_the_installed_program_with_its_profile() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    install_scripted(&mut env, "qwen", "0.24.4", "/nonexistent", "");
+    let out = env.run(["probe", "qwen"]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(report.contains("ok    version 0.24.4"), "{report}");
+    // The stand-in has no --help: the flags the profile relies on are reported missing.
+    assert!(
+        report.contains("diff  flag --session-id in --help"),
+        "{report}"
+    );
+    assert!(report.contains("processes"), "{report}");
+    // It cleaned up after itself.
+    let leftovers: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("volee-probe-qwen-")
+        })
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let out = env.run(["probe", "nosuch"]);
+    assert_eq!(out.status.code(), Some(2));
 }

@@ -5,6 +5,7 @@ mod doctor;
 mod error;
 mod harness_cli;
 mod pane_exec;
+mod probe;
 mod tmux_ui;
 
 use std::path::PathBuf;
@@ -86,6 +87,8 @@ enum Command {
     },
     /// Check tmux, zellij, Docker, Ollama and every installed harness against its profile.
     Doctor,
+    /// Run the installed harness in a private tmux with a throwaway HOME and compare it with its profile.
+    Probe { harness: String },
     /// The harness profiles and the versions they were measured on.
     Profiles {
         #[arg(long)]
@@ -181,6 +184,7 @@ fn main() {
         }
         Command::Profiles { json } => harness_cli::profiles(json),
         Command::Doctor => doctor::doctor(),
+        Command::Probe { harness } => probe::probe(&harness),
         Command::Hook { harness, event } => harness_cli::hook(&harness, &event),
         Command::Peek { id, lines } => commands::peek(&id, lines),
         Command::Rm { id } => commands::rm(&id),
