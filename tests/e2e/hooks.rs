@@ -305,3 +305,42 @@ fn probe_compares_the_installed_program_with_its_profile() {
     let out = env.run(["probe", "nosuch"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn claude_status_file_is_a_listing_source() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    // A stand-in whose hooks never fire (e.g. an untrusted folder) but whose status file, as
+    // Claude keeps it in ~/.claude/sessions/<pid>.json, says what it does.
+    install_scripted(
+        &mut env,
+        "claude",
+        "2.1.332 (Claude Code)",
+        "/nonexistent",
+        "",
+    );
+    let script = env.root().join("fakebin/claude");
+    let body = std::fs::read_to_string(&script).unwrap().replace(
+        "CONF=/nonexistent",
+        r#"mkdir -p "$HOME/.claude/sessions"; F="$HOME/.claude/sessions/$$.json"
+status() { printf '{"pid":%s,"sessionId":"sid-9","status":"%s","waitingFor":"%s"}' $$ "$1" "$2" > "$F.tmp"; mv "$F.tmp" "$F"; }
+status busy ""; sleep 1.2
+status waiting "permission prompt"; read answer
+status busy ""; sleep 1.2
+status idle ""; exec sleep 120
+CONF=/nonexistent"#,
+    );
+    std::fs::write(&script, body).unwrap();
+    let id = env.ok(["launch", "--harness", "claude", "--host", "tmux:main", "go"]);
+    assert_eq!(env.wait_state(&id, "needs_you", 10), "needs_you");
+    let view = env.agent(&id);
+    assert_eq!(view["state_source"], "listing");
+    assert_eq!(
+        view["evidence"],
+        "listing status waiting (permission prompt)"
+    );
+    env.ok(["send", &id, "1"]);
+    assert_eq!(env.wait_state(&id, "idle", 10), "idle");
+    assert_eq!(env.agent(&id)["state_source"], "listing");
+}

@@ -70,6 +70,9 @@ pub struct Signals {
     /// Latest state-bearing hook event (harness profiles).
     #[serde(default)]
     pub hook: Option<HookSignal>,
+    /// Latest change of the harness's own status file (`listing` source).
+    #[serde(default)]
+    pub listing: Option<HookSignal>,
     pub title: Option<(Millis, String)>,
     pub exit: Option<ExitFact>,
     /// `volee stop` asked for it.
@@ -110,8 +113,16 @@ pub fn decide(signals: &Signals, created: Millis, now: Millis, cfg: &ArbiterConf
     if let Some(d) = decide_final(signals) {
         return d;
     }
-    if let Some(hook) = &signals.hook {
-        return decide_hooked(signals, hook);
+    // Hooks and the harness's status file both report turn boundaries: the newer one counts
+    // (a tie goes to the hook, the more direct report).
+    let reported = match (&signals.hook, &signals.listing) {
+        (Some(h), Some(l)) if l.at > h.at => Some((l, StateSource::Listing)),
+        (Some(h), _) => Some((h, StateSource::Hooks)),
+        (None, Some(l)) => Some((l, StateSource::Listing)),
+        (None, None) => None,
+    };
+    if let Some((report, source)) = reported {
+        return decide_hooked(signals, report, source);
     }
     let last_output = signals.last_output;
     let active_since = last_output.unwrap_or(created).max(created);
@@ -205,7 +216,7 @@ fn screen_decision(p: &PromptMatch) -> Decision {
 /// An agent whose harness reports hooks: hooks mark turn boundaries; a screen rule or bell seen
 /// *after* the latest hook corrects it (Claude's Stop does not fire on Esc or API errors, Codex
 /// has no failure hook). Output activity alone never overrides a hook: TUIs redraw constantly.
-fn decide_hooked(signals: &Signals, hook: &HookSignal) -> Decision {
+fn decide_hooked(signals: &Signals, hook: &HookSignal, source: StateSource) -> Decision {
     let screen = signals.prompt.as_ref().filter(|p| p.at > hook.at);
     let bell = signals
         .last_bell
@@ -228,15 +239,25 @@ fn decide_hooked(signals: &Signals, hook: &HookSignal) -> Decision {
         );
         return d;
     }
+    let (evidence, rule) = match source {
+        StateSource::Listing => (
+            format!("listing {}", hook.event),
+            format!("the harness's status file says {}", hook.event),
+        ),
+        _ => (
+            format!("hook {}", hook.event),
+            format!(
+                "the harness reported {} (hooks mark turn boundaries)",
+                hook.event
+            ),
+        ),
+    };
     Decision {
         state: hook.state,
-        source: StateSource::Hooks,
+        source,
         at: hook.at,
-        evidence: format!("hook {}", hook.event),
-        rule: format!(
-            "the harness reported {} (hooks mark turn boundaries)",
-            hook.event
-        ),
+        evidence,
+        rule,
         recheck_at: None,
     }
 }
@@ -491,6 +512,25 @@ mod tests {
         };
         assert_eq!(decide(&s, 0, 9000, &CFG).state, AgentState::Working);
         assert_eq!(decide(&s, 0, 9000, &CFG).source, StateSource::Screen);
+    }
+
+    #[test]
+    fn the_newer_of_hook_and_listing_decides() {
+        let s = Signals {
+            hook: hook(5000, "Stop", AgentState::Idle),
+            listing: hook(
+                6000,
+                "status waiting (permission prompt)",
+                AgentState::NeedsYou,
+            ),
+            ..signals()
+        };
+        let d = decide(&s, 0, 7000, &CFG);
+        assert_eq!(d.state, AgentState::NeedsYou);
+        assert_eq!(d.source, StateSource::Listing);
+        let mut s2 = s.clone();
+        s2.hook = hook(6500, "UserPromptSubmit", AgentState::Working);
+        assert_eq!(decide(&s2, 0, 7000, &CFG).source, StateSource::Hooks);
     }
 
     #[test]

@@ -44,6 +44,9 @@ pub struct AgentRecord {
     pub profile_fit: ProfileFit,
     #[serde(default)]
     pub session_id: Option<String>,
+    /// The harness's own status file for this process, read as the `listing` source.
+    #[serde(default)]
+    pub status_file: Option<String>,
     pub pid: Option<u32>,
     pub created_at: Millis,
     pub ended_at: Option<Millis>,
@@ -69,6 +72,7 @@ impl AgentRecord {
             harness_version: new.harness_version,
             profile_fit: new.profile_fit,
             session_id: new.session_id,
+            status_file: None,
             pid: None,
             created_at: now,
             ended_at: None,
@@ -161,6 +165,14 @@ impl AgentRecord {
         }
         if let Some((at, title)) = &s.title {
             push(StateSource::Multiplexer, "title", *at, format!("{title:?}"));
+        }
+        if let Some(l) = &s.listing {
+            push(
+                StateSource::Listing,
+                "listing",
+                l.at,
+                format!("{} means {}", l.event, l.state),
+            );
         }
         if let Some(h) = &s.hook {
             push(

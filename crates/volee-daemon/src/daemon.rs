@@ -48,6 +48,8 @@ pub enum DaemonError {
 const DEAD_SUB: &str = "volee-dead";
 /// How long after the last output the screen is read for a prompt.
 const SCREEN_SETTLE_MS: u64 = 250;
+/// How often harness status files are looked at (only while an agent that has one lives).
+const LISTING_POLL_MS: u64 = 1000;
 /// How long `volee stop` waits after SIGTERM before SIGKILL.
 const STOP_GRACE_MS: u64 = 3000;
 
@@ -353,6 +355,9 @@ struct Daemon {
     /// The `last_output` value whose screen was already read, per agent.
     screen_checked: HashMap<String, Millis>,
     last_status: HashMap<PathBuf, String>,
+    /// Modification time of each agent's status file when last read.
+    listing_seen: HashMap<String, SystemTime>,
+    last_listing_poll: Millis,
     /// How often a dead pane without a status was asked again, per agent.
     exit_retries: HashMap<String, u32>,
     /// Agents whose view changed since the last flush.
@@ -386,6 +391,8 @@ impl Daemon {
             screen_checked: HashMap::new(),
             last_status: HashMap::new(),
             exit_retries: HashMap::new(),
+            listing_seen: HashMap::new(),
+            last_listing_poll: 0,
             changed: HashSet::new(),
             save_needed: false,
             shutting_down: false,
@@ -477,7 +484,12 @@ impl Daemon {
                 let screen = a.signals.last_output.and_then(|out| {
                     (self.screen_checked.get(&a.id) != Some(&out)).then_some(out + SCREEN_SETTLE_MS)
                 });
-                [a.decision.recheck_at, screen]
+                // Status files are polled once a second, only while such an agent lives.
+                let listing = a
+                    .status_file
+                    .as_ref()
+                    .map(|_| self.last_listing_poll + LISTING_POLL_MS);
+                [a.decision.recheck_at, screen, listing]
             })
             .flatten()
             .min()
@@ -485,6 +497,10 @@ impl Daemon {
 
     fn on_timer(&mut self) {
         let now = now_ms();
+        if now >= self.last_listing_poll + LISTING_POLL_MS {
+            self.last_listing_poll = now;
+            self.poll_status_files();
+        }
         let due: Vec<(String, Millis)> = self
             .registry
             .iter()
@@ -499,6 +515,42 @@ impl Daemon {
             self.screen_checked.insert(id.clone(), out);
             self.capture_screen(&id);
         }
+    }
+
+    /// Read the status files that changed since the last poll (a stat per agent; no process).
+    fn poll_status_files(&mut self) {
+        let mut seen = Vec::new();
+        for agent in self.registry.iter_mut().filter(|a| !a.is_ended()) {
+            let Some(path) = &agent.status_file else {
+                continue;
+            };
+            let Ok(mtime) = std::fs::metadata(path).and_then(|m| m.modified()) else {
+                continue;
+            };
+            if self.listing_seen.get(&agent.id) == Some(&mtime) {
+                continue;
+            }
+            seen.push((agent.id.clone(), mtime));
+            let Ok(text) = std::fs::read_to_string(path) else {
+                continue;
+            };
+            let Some(obs) = volee_harness::listing::parse_status(&agent.harness, &text) else {
+                continue;
+            };
+            let at = mtime
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_millis() as Millis)
+                .unwrap_or(0);
+            if agent.session_id.is_none() {
+                agent.session_id = obs.session_id.clone();
+            }
+            agent.signals.listing = Some(HookSignal {
+                at,
+                event: obs.evidence,
+                state: obs.state,
+            });
+        }
+        self.listing_seen.extend(seen);
     }
 
     /// Ask tmux for the pane's screen without blocking the actor; the text comes back as a message.
@@ -1427,6 +1479,15 @@ impl Daemon {
             &self.arbiter,
         );
         record.pid = pid.parse().ok();
+        let home = req
+            .env
+            .iter()
+            .find(|(k, _)| k == "HOME")
+            .map(|(_, v)| PathBuf::from(v));
+        record.status_file = home
+            .zip(record.pid)
+            .and_then(|(home, pid)| volee_harness::listing::status_file(&req.harness, &home, pid))
+            .map(|p| p.display().to_string());
         let view = record.view();
         self.registry.insert(record);
         self.save();

@@ -9,6 +9,7 @@
 
 pub mod hooks;
 pub mod instrument;
+pub mod listing;
 pub mod profile;
 pub mod rules;
 

@@ -1,0 +1,96 @@
+//! Status files a harness documents, read as a state source (`listing`).
+//!
+//! Claude Code keeps `~/.claude/sessions/<pid>.json` = `{pid, sessionId, status, waitingFor, …}`
+//! (measured on 2.1.197 and 2.1.332: status `busy|shell|idle|waiting`, waitingFor `permission
+//! prompt|input needed|dialog open|worker request|sandbox request`).
+
+use std::path::{Path, PathBuf};
+
+use volee_protocol::AgentState;
+
+/// What one status file says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListingObservation {
+    pub state: AgentState,
+    /// `status waiting (permission prompt)`.
+    pub evidence: String,
+    pub session_id: Option<String>,
+}
+
+/// The status file of a harness process, when the harness keeps one.
+pub fn status_file(harness: &str, home: &Path, pid: u32) -> Option<PathBuf> {
+    match harness {
+        "claude" => Some(
+            home.join(".claude")
+                .join("sessions")
+                .join(format!("{pid}.json")),
+        ),
+        _ => None,
+    }
+}
+
+/// Parse a status file of `harness`; None when it says nothing volee knows.
+pub fn parse_status(harness: &str, text: &str) -> Option<ListingObservation> {
+    if harness != "claude" || text.len() > 1024 * 1024 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let status = v.get("status")?.as_str()?;
+    let waiting_for = v.get("waitingFor").and_then(|w| w.as_str()).unwrap_or("");
+    let state = match status {
+        "busy" | "shell" => AgentState::Working,
+        "idle" => AgentState::Idle,
+        // Every documented reason is the user's turn: a permission prompt, a question, a dialog.
+        "waiting" => AgentState::NeedsYou,
+        _ => return None,
+    };
+    let evidence = if waiting_for.is_empty() {
+        format!("status {status}")
+    } else {
+        format!(
+            "status {status} ({})",
+            waiting_for.chars().take(40).collect::<String>()
+        )
+    };
+    Some(ListingObservation {
+        state,
+        evidence,
+        session_id: v
+            .get("sessionId")
+            .and_then(|s| s.as_str())
+            .filter(|s| !s.is_empty() && s.len() <= 200)
+            .map(String::from),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_statuses_map_to_states() {
+        let waiting = r#"{"pid":1,"sessionId":"s-1","status":"waiting","waitingFor":"permission prompt","kind":"interactive"}"#;
+        let o = parse_status("claude", waiting).unwrap();
+        assert_eq!(o.state, AgentState::NeedsYou);
+        assert_eq!(o.evidence, "status waiting (permission prompt)");
+        assert_eq!(o.session_id.as_deref(), Some("s-1"));
+        assert_eq!(
+            parse_status("claude", r#"{"status":"busy"}"#).map(|o| o.state),
+            Some(AgentState::Working)
+        );
+        assert_eq!(
+            parse_status("claude", r#"{"status":"idle"}"#).map(|o| o.state),
+            Some(AgentState::Idle)
+        );
+        assert_eq!(parse_status("claude", r#"{"status":"sleeping"}"#), None);
+        assert_eq!(parse_status("claude", "{ torn"), None);
+        assert_eq!(parse_status("codex", r#"{"status":"idle"}"#), None);
+    }
+
+    #[test]
+    fn only_claude_keeps_a_status_file() {
+        let p = status_file("claude", Path::new("/h"), 42).unwrap();
+        assert_eq!(p, PathBuf::from("/h/.claude/sessions/42.json"));
+        assert!(status_file("qwen", Path::new("/h"), 42).is_none());
+    }
+}
