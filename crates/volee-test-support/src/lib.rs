@@ -7,8 +7,12 @@
 //!   environment; on drop it stops the daemon and kills the private tmux server.
 //! - [`wait_until`]: polls a condition and on timeout panics with the sentence, the last value
 //!   seen and the daemon's log tail.
+//! - [`model_server`]: a scripted Anthropic Messages server on 127.0.0.1 for driving real harness
+//!   programs (conformance tests).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod model_server;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};

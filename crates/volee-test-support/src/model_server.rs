@@ -1,0 +1,929 @@
+//! A scripted model server on `127.0.0.1` (random port) speaking the **Anthropic Messages** API,
+//! so a real harness program (Claude Code) can play whole turns without a vendor API.
+//!
+//! - `POST …/v1/messages`: streamed SSE when the body says `"stream": true`, a plain JSON message
+//!   otherwise. `POST …/count_tokens` → `{"input_tokens": N}`. `HEAD`/`GET` (health probes,
+//!   `/v1/models`) → 200. Anything else → 404 with an Anthropic-shaped error. Query strings
+//!   (`?beta=true`) are ignored.
+//! - A **script** is a list of [`Turn`]s. Which requests play it — the rule:
+//!   a `/messages` request is a **main** request when its `tools` array holds a tool named
+//!   [`ModelServer::MAIN_TOOL`] (`Bash`: the agent loop always offers it; Claude Code's side calls —
+//!   session titles, summaries, classifiers — offer no tools or other ones). Its turn number is the
+//!   number of `assistant` messages in its `messages` (0 for the first prompt, 1 after one
+//!   tool round trip…), so a retried request gets the same answer again and side requests never
+//!   consume a turn. A main request past the end of the script is answered with text and logged as
+//!   [`Kind::Exhausted`]. Every other `/messages` request is a **side** request: a short text, or,
+//!   when `output_config.format` asks for a JSON schema, a JSON object of placeholder values.
+//! - Every request is recorded ([`Exchange`]) with its body, the time it came and the time its
+//!   answer was written, for assertions ([`ModelServer::check_tool_results`]) and for failure
+//!   reports ([`ModelServer::summary`]).
+//!
+//! HTTP/1.1 with keep-alive, `Content-Length` or chunked request bodies; answers always carry a
+//! `Content-Length` (an SSE body is written whole, which the clients read as a stream). One thread
+//! accepts, one thread per connection; dropping the server stops them all within ~100 ms.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{json, Value};
+
+/// One scripted answer to a main request.
+#[derive(Debug, Clone)]
+pub enum Turn {
+    /// One `tool_use` block (stop reason `tool_use`).
+    ToolUse { name: String, input: Value },
+    /// A text block (stop reason `end_turn`).
+    Text(String),
+}
+
+impl Turn {
+    /// A call of the Bash tool as Claude Code's schema has it.
+    pub fn bash(command: &str, description: &str) -> Turn {
+        Turn::ToolUse {
+            name: "Bash".into(),
+            input: json!({ "command": command, "description": description }),
+        }
+    }
+    pub fn text(text: &str) -> Turn {
+        Turn::Text(text.into())
+    }
+}
+
+/// What a request was taken for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// A main request answered with the script's turn of this number.
+    Main {
+        turn: usize,
+    },
+    /// A main request past the end of the script (answered with text).
+    Exhausted {
+        turn: usize,
+    },
+    /// A side request (title, summary, classifier…): a short answer, no turn consumed.
+    Side,
+    CountTokens,
+    /// `HEAD`/`GET`.
+    Probe,
+    /// Not a known endpoint (404).
+    Unknown,
+}
+
+/// One request and the answer it got.
+#[derive(Debug, Clone)]
+pub struct Exchange {
+    /// 0-based arrival order.
+    pub seq: usize,
+    pub method: String,
+    /// As requested, query string included.
+    pub path: String,
+    /// Header names lowercased.
+    pub headers: Vec<(String, String)>,
+    /// The JSON body (`Null` when there was none or it was not JSON).
+    pub body: Value,
+    pub kind: Kind,
+    pub stream: bool,
+    pub received: Instant,
+    /// When the whole answer had been written.
+    pub answered: Instant,
+    /// The same moment on the wall clock (to line up with other processes' timestamps).
+    pub answered_wall: SystemTime,
+    /// Ids of the `tool_use` blocks in the answer.
+    pub tool_use_ids: Vec<String>,
+    /// One line: what was answered.
+    pub answer: String,
+}
+
+impl Exchange {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn messages(&self) -> &[Value] {
+        self.body
+            .get("messages")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    /// `tool_use_id`s of every `tool_result` block in the request's messages, in order.
+    pub fn tool_result_ids(&self) -> Vec<String> {
+        self.messages()
+            .iter()
+            .filter_map(|m| m.get("content").and_then(Value::as_array))
+            .flatten()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+            .filter_map(|b| b.get("tool_use_id").and_then(Value::as_str))
+            .map(String::from)
+            .collect()
+    }
+
+    /// Names of the tools the request offers.
+    pub fn tool_names(&self) -> Vec<String> {
+        tool_names(&self.body)
+    }
+
+    pub fn is_main(&self) -> bool {
+        matches!(self.kind, Kind::Main { .. } | Kind::Exhausted { .. })
+    }
+}
+
+struct Shared {
+    script: Vec<Turn>,
+    started: Instant,
+    log: Mutex<Vec<Exchange>>,
+    seq: AtomicUsize,
+    stop: AtomicBool,
+    /// Milliseconds to wait before answering a main request (a model "thinking").
+    main_delay_ms: AtomicU64,
+}
+
+/// The running server; dropping it stops it.
+pub struct ModelServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+}
+
+/// Largest request head and body accepted.
+const MAX_HEAD: usize = 64 * 1024;
+const MAX_BODY: usize = 64 * 1024 * 1024;
+/// How often blocked reads look at the stop flag.
+const POLL: Duration = Duration::from_millis(100);
+
+impl ModelServer {
+    /// The tool whose presence in `tools` makes a request a main one.
+    pub const MAIN_TOOL: &'static str = "Bash";
+
+    /// Listen on 127.0.0.1 (a free port) and serve `script`.
+    pub fn start(script: Vec<Turn>) -> ModelServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared {
+            script,
+            started: Instant::now(),
+            log: Mutex::new(Vec::new()),
+            seq: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            main_delay_ms: AtomicU64::new(0),
+        });
+        let accept_shared = shared.clone();
+        let accept = std::thread::Builder::new()
+            .name("model-server".into())
+            .spawn(move || {
+                for stream in listener.incoming() {
+                    if accept_shared.stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    let shared = accept_shared.clone();
+                    let _ = std::thread::Builder::new()
+                        .name("model-server-conn".into())
+                        .spawn(move || {
+                            let _ = serve_connection(stream, &shared);
+                        });
+                }
+            })
+            .unwrap();
+        ModelServer {
+            addr,
+            shared,
+            accept: Some(accept),
+        }
+    }
+
+    /// Wait this long before answering each main request, as a model takes time to answer: the
+    /// agent then stays in its working state long enough to be observed. Default 0.
+    pub fn set_main_delay(&self, delay: Duration) {
+        self.shared
+            .main_delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// `http://127.0.0.1:PORT` (for `ANTHROPIC_BASE_URL`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn exchanges(&self) -> Vec<Exchange> {
+        let mut log = self
+            .shared
+            .log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        log.sort_by_key(|e| e.seq);
+        log
+    }
+
+    /// The main requests (script turns and past-the-end ones), in arrival order.
+    pub fn main_exchanges(&self) -> Vec<Exchange> {
+        self.exchanges()
+            .into_iter()
+            .filter(Exchange::is_main)
+            .collect()
+    }
+
+    /// When the first answer holding a `tool_use` had been written.
+    pub fn first_tool_use_answered(&self) -> Option<Instant> {
+        self.exchanges()
+            .iter()
+            .find(|e| !e.tool_use_ids.is_empty())
+            .map(|e| e.answered)
+    }
+
+    /// Every `tool_use` the script handed out is answered by exactly one `tool_result` in the next
+    /// main request, and no `tool_result` names an id that was never handed out. A retried turn
+    /// counts once (its last answer is the one the conversation continued from).
+    pub fn check_tool_results(&self) -> Result<(), String> {
+        let mains = self.main_exchanges();
+        let turn_of = |e: &Exchange| match e.kind {
+            Kind::Main { turn } | Kind::Exhausted { turn } => turn,
+            _ => usize::MAX,
+        };
+        for (i, e) in mains.iter().enumerate() {
+            // Superseded by a retry of the same turn?
+            if mains[i + 1..].iter().any(|l| turn_of(l) == turn_of(e)) {
+                continue;
+            }
+            if e.tool_use_ids.is_empty() {
+                continue;
+            }
+            let Some(next) = mains[i + 1..].iter().find(|n| turn_of(n) == turn_of(e) + 1) else {
+                return Err(format!(
+                    "request #{} handed out {:?}, but no main request followed",
+                    e.seq, e.tool_use_ids
+                ));
+            };
+            let results = next.tool_result_ids();
+            for id in &e.tool_use_ids {
+                let n = results.iter().filter(|r| *r == id).count();
+                if n != 1 {
+                    return Err(format!(
+                        "tool_use {id} (answer to #{}) has {n} tool_result blocks in request #{} (want exactly 1); its results: {results:?}",
+                        e.seq, next.seq
+                    ));
+                }
+            }
+        }
+        let all: Vec<String> = self
+            .exchanges()
+            .iter()
+            .flat_map(|e| e.tool_use_ids.clone())
+            .collect();
+        for e in &mains {
+            for r in e.tool_result_ids() {
+                if !all.contains(&r) {
+                    return Err(format!(
+                        "request #{} carries a tool_result for {r}, which this server never handed out",
+                        e.seq
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One line per request, for failure reports.
+    pub fn summary(&self) -> String {
+        let log = self.exchanges();
+        if log.is_empty() {
+            return "(no requests)".into();
+        }
+        log.iter()
+            .map(|e| {
+                let kind = match &e.kind {
+                    Kind::Main { turn } => format!("main turn {turn}"),
+                    Kind::Exhausted { turn } => format!("main turn {turn} PAST THE SCRIPT"),
+                    Kind::Side => "side".into(),
+                    Kind::CountTokens => "count_tokens".into(),
+                    Kind::Probe => "probe".into(),
+                    Kind::Unknown => "unknown".into(),
+                };
+                let results = e.tool_result_ids();
+                format!(
+                    "#{} +{:.3}s {} {} [{kind}{}] messages={} tools={}{} → {} ({} ms)",
+                    e.seq,
+                    e.received
+                        .saturating_duration_since(self.shared.started)
+                        .as_secs_f64(),
+                    e.method,
+                    e.path,
+                    if e.stream { ", stream" } else { "" },
+                    e.messages().len(),
+                    e.tool_names().len(),
+                    if results.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" tool_results={results:?}")
+                    },
+                    e.answer,
+                    e.answered.saturating_duration_since(e.received).as_millis()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        if let Some(h) = self.accept.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn tool_names(body: &Value) -> Vec<String> {
+    body.get("tools")
+        .and_then(Value::as_array)
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t.get("name").and_then(Value::as_str))
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A connection's bytes, read with a short timeout so a stop is noticed.
+struct Reader<'a> {
+    stream: &'a TcpStream,
+    buf: Vec<u8>,
+    stop: &'a AtomicBool,
+}
+
+impl Reader<'_> {
+    /// Read more; Ok(false) at end of stream.
+    fn fill(&mut self) -> io::Result<bool> {
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return Err(io::Error::other("server stopped"));
+            }
+            let mut stream: &TcpStream = self.stream;
+            match stream.read(&mut chunk) {
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    return Ok(true);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Bytes up to and including `pat`; None at a clean end of stream before any byte.
+    fn until(&mut self, pat: &[u8], max: usize) -> io::Result<Option<Vec<u8>>> {
+        loop {
+            if let Some(at) = self.buf.windows(pat.len()).position(|w| w == pat) {
+                let rest = self.buf.split_off(at + pat.len());
+                return Ok(Some(std::mem::replace(&mut self.buf, rest)));
+            }
+            if self.buf.len() > max {
+                return Err(io::Error::other("request head too large"));
+            }
+            if !self.fill()? {
+                return if self.buf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(io::Error::other("connection closed mid-request"))
+                };
+            }
+        }
+    }
+
+    fn exact(&mut self, n: usize) -> io::Result<Vec<u8>> {
+        while self.buf.len() < n {
+            if !self.fill()? {
+                return Err(io::Error::other("connection closed mid-body"));
+            }
+        }
+        let rest = self.buf.split_off(n);
+        Ok(std::mem::replace(&mut self.buf, rest))
+    }
+
+    fn chunked(&mut self) -> io::Result<Vec<u8>> {
+        let mut body = Vec::new();
+        loop {
+            let line = self
+                .until(b"\r\n", MAX_HEAD)?
+                .ok_or_else(|| io::Error::other("connection closed in a chunk"))?;
+            let text = String::from_utf8_lossy(&line);
+            let size_text = text.trim().split(';').next().unwrap_or("").trim();
+            let size = usize::from_str_radix(size_text, 16)
+                .map_err(|_| io::Error::other(format!("bad chunk size {size_text:?}")))?;
+            if size == 0 {
+                // Trailers, then the empty line.
+                loop {
+                    let l = self
+                        .until(b"\r\n", MAX_HEAD)?
+                        .ok_or_else(|| io::Error::other("connection closed in trailers"))?;
+                    if l == b"\r\n" {
+                        return Ok(body);
+                    }
+                }
+            }
+            if body.len() + size > MAX_BODY {
+                return Err(io::Error::other("request body too large"));
+            }
+            body.extend(self.exact(size)?);
+            self.exact(2)?;
+        }
+    }
+}
+
+struct Request {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Request {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn read_request(r: &mut Reader, stream: &TcpStream) -> io::Result<Option<Request>> {
+    let Some(head) = r.until(b"\r\n\r\n", MAX_HEAD)? else {
+        return Ok(None);
+    };
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let mut lines = head.split("\r\n");
+    let request_line = lines.next().unwrap_or("");
+    let mut parts = request_line.split(' ');
+    let method = parts.next().unwrap_or("").to_string();
+    let path = parts.next().unwrap_or("/").to_string();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let mut req = Request {
+        method,
+        path,
+        headers,
+        body: Vec::new(),
+    };
+    if req
+        .header("expect")
+        .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
+    {
+        let mut s: &TcpStream = stream;
+        s.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
+    }
+    if req
+        .header("transfer-encoding")
+        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"))
+    {
+        req.body = r.chunked()?;
+    } else if let Some(len) = req.header("content-length") {
+        let len: usize = len
+            .parse()
+            .map_err(|_| io::Error::other("bad content-length"))?;
+        if len > MAX_BODY {
+            return Err(io::Error::other("request body too large"));
+        }
+        req.body = r.exact(len)?;
+    }
+    Ok(Some(req))
+}
+
+fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
+    stream.set_read_timeout(Some(POLL))?;
+    stream.set_nodelay(true)?;
+    let mut reader = Reader {
+        stream: &stream,
+        buf: Vec::new(),
+        stop: &shared.stop,
+    };
+    while let Some(req) = read_request(&mut reader, &stream)? {
+        let received = Instant::now();
+        let seq = shared.seq.fetch_add(1, Ordering::SeqCst);
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let close = req
+            .header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        let answer = route(shared, seq, &req, &body);
+        let mut head = format!(
+            "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nrequest-id: req_volee_{seq}\r\n",
+            answer.status,
+            answer.content_type,
+            answer.body.len()
+        );
+        if answer.content_type == "text/event-stream" {
+            head.push_str("Cache-Control: no-cache\r\n");
+        }
+        head.push_str(if close {
+            "Connection: close\r\n\r\n"
+        } else {
+            "Connection: keep-alive\r\n\r\n"
+        });
+        let mut out = head.into_bytes();
+        if req.method != "HEAD" {
+            out.extend_from_slice(&answer.body);
+        }
+        let mut w: &TcpStream = &stream;
+        let written = w.write_all(&out).and_then(|()| w.flush());
+        let answered = Instant::now();
+        let answered_wall = SystemTime::now();
+        shared
+            .log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Exchange {
+                seq,
+                method: req.method.clone(),
+                path: req.path.clone(),
+                headers: req.headers.clone(),
+                body,
+                kind: answer.kind,
+                stream: answer.content_type == "text/event-stream",
+                received,
+                answered,
+                answered_wall,
+                tool_use_ids: answer.tool_use_ids,
+                answer: match &written {
+                    Ok(()) => answer.describe,
+                    Err(e) => format!("{} (WRITE FAILED: {e})", answer.describe),
+                },
+            });
+        written?;
+        if close {
+            break;
+        }
+    }
+    Ok(())
+}
+
+struct Answer {
+    status: &'static str,
+    content_type: &'static str,
+    body: Vec<u8>,
+    kind: Kind,
+    tool_use_ids: Vec<String>,
+    describe: String,
+}
+
+impl Answer {
+    fn json(kind: Kind, value: &Value, describe: String) -> Answer {
+        Answer {
+            status: "200 OK",
+            content_type: "application/json",
+            body: value.to_string().into_bytes(),
+            kind,
+            tool_use_ids: Vec::new(),
+            describe,
+        }
+    }
+}
+
+fn route(shared: &Shared, seq: usize, req: &Request, body: &Value) -> Answer {
+    let path = req
+        .path
+        .split('?')
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('/');
+    match req.method.as_str() {
+        "HEAD" => return Answer::json(Kind::Probe, &json!({}), "200".into()),
+        "GET" if path.ends_with("/models") => {
+            let models = json!({
+                "data": [{"type": "model", "id": "claude-volee-test", "display_name": "volee test model", "created_at": "2026-01-01T00:00:00Z"}],
+                "has_more": false, "first_id": "claude-volee-test", "last_id": "claude-volee-test"
+            });
+            return Answer::json(Kind::Probe, &models, "model list".into());
+        }
+        "GET" => return Answer::json(Kind::Probe, &json!({}), "200 {}".into()),
+        _ => {}
+    }
+    if req.method == "POST" && path.ends_with("/count_tokens") {
+        let n = (req.body.len() / 4).max(1);
+        return Answer::json(
+            Kind::CountTokens,
+            &json!({ "input_tokens": n }),
+            format!("input_tokens {n}"),
+        );
+    }
+    if req.method != "POST" || !path.ends_with("/messages") {
+        let err = json!({"type": "error", "error": {"type": "not_found_error", "message": format!("volee model server: no {} {}", req.method, req.path)}});
+        return Answer {
+            status: "404 Not Found",
+            ..Answer::json(Kind::Unknown, &err, "404".into())
+        };
+    }
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("claude-volee-test")
+        .to_string();
+    let input_tokens = (req.body.len() / 4).max(1);
+    let (kind, turn) = if tool_names(body).iter().any(|n| n == ModelServer::MAIN_TOOL) {
+        let turn = body
+            .get("messages")
+            .and_then(Value::as_array)
+            .map(|m| {
+                m.iter()
+                    .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+                    .count()
+            })
+            .unwrap_or(0);
+        match shared.script.get(turn) {
+            Some(t) => (Kind::Main { turn }, t.clone()),
+            None => (
+                Kind::Exhausted { turn },
+                Turn::text("(volee model server: the script has no more turns)"),
+            ),
+        }
+    } else {
+        (Kind::Side, Turn::Text(side_text(body)))
+    };
+    if matches!(kind, Kind::Main { .. } | Kind::Exhausted { .. }) {
+        let delay = shared.main_delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            std::thread::sleep(Duration::from_millis(delay));
+        }
+    }
+    let (block, stop_reason, tool_use_ids, describe) = match &turn {
+        Turn::ToolUse { name, input } => {
+            let id = format!("toolu_volee_{seq}_0");
+            (
+                json!({"type": "tool_use", "id": id, "name": name, "input": input}),
+                "tool_use",
+                vec![id.clone()],
+                format!("tool_use {name} {id} {input}"),
+            )
+        }
+        Turn::Text(text) => (
+            json!({"type": "text", "text": text}),
+            "end_turn",
+            Vec::new(),
+            format!("text {text:?}"),
+        ),
+    };
+    let message_id = format!("msg_volee_{seq}");
+    let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
+    let usage = json!({
+        "input_tokens": input_tokens,
+        "output_tokens": 8,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0
+    });
+    if !stream {
+        let message = json!({
+            "id": message_id, "type": "message", "role": "assistant", "model": model,
+            "content": [block], "stop_reason": stop_reason, "stop_sequence": null, "usage": usage
+        });
+        return Answer {
+            tool_use_ids,
+            ..Answer::json(kind, &message, describe)
+        };
+    }
+    let mut events: Vec<(&str, Value)> = vec![(
+        "message_start",
+        json!({"type": "message_start", "message": {
+            "id": message_id, "type": "message", "role": "assistant", "model": model,
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": input_tokens, "output_tokens": 1,
+                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        }}),
+    )];
+    match &turn {
+        Turn::ToolUse { .. } => {
+            let mut start = block.clone();
+            start["input"] = json!({});
+            events.push((
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": start}),
+            ));
+            events.push(("ping", json!({"type": "ping"})));
+            events.push((
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                       "delta": {"type": "input_json_delta", "partial_json": block["input"].to_string()}}),
+            ));
+        }
+        Turn::Text(text) => {
+            events.push((
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ));
+            events.push(("ping", json!({"type": "ping"})));
+            events.push((
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                       "delta": {"type": "text_delta", "text": text}}),
+            ));
+        }
+    }
+    events.push((
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+    events.push((
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+               "usage": {"output_tokens": 8}}),
+    ));
+    events.push(("message_stop", json!({"type": "message_stop"})));
+    let mut sse = String::new();
+    for (name, data) in events {
+        sse.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+    }
+    Answer {
+        status: "200 OK",
+        content_type: "text/event-stream",
+        body: sse.into_bytes(),
+        kind,
+        tool_use_ids,
+        describe,
+    }
+}
+
+/// The text of a side answer: JSON matching `output_config.format`'s schema when one is asked
+/// for (a session title: `{"title": "…"}`), else a short sentence.
+fn side_text(body: &Value) -> String {
+    let format = body.get("output_config").and_then(|c| c.get("format"));
+    match format {
+        Some(f) if f.get("type").and_then(Value::as_str) == Some("json_schema") => {
+            sample(f.get("schema").unwrap_or(&Value::Null)).to_string()
+        }
+        _ => "volee test".into(),
+    }
+}
+
+/// A placeholder value for a JSON schema (objects, strings, numbers, booleans, arrays).
+fn sample(schema: &Value) -> Value {
+    let ty = schema.get("type").and_then(Value::as_str).unwrap_or("");
+    match ty {
+        "object" => {
+            let mut out = serde_json::Map::new();
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                for (k, v) in props {
+                    out.insert(k.clone(), sample(v));
+                }
+            }
+            Value::Object(out)
+        }
+        "array" => json!([]),
+        "integer" | "number" => json!(0),
+        "boolean" => json!(false),
+        "null" => Value::Null,
+        _ => match schema.get("enum").and_then(Value::as_array) {
+            Some(values) if !values.is_empty() => values[0].clone(),
+            _ => json!("volee test"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::BufRead;
+
+    fn post(addr: SocketAddr, path: &str, body: &Value) -> (String, String) {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let text = body.to_string();
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+            text.len()
+        )
+        .unwrap();
+        let mut reader = io::BufReader::new(s);
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+            head.push_str(&line);
+        }
+        let mut rest = String::new();
+        reader.read_to_string(&mut rest).unwrap();
+        (head, rest)
+    }
+
+    fn main_body(messages: Value, stream: bool) -> Value {
+        json!({"model": "m", "stream": stream, "tools": [{"name": "Bash"}, {"name": "Read"}], "messages": messages})
+    }
+
+    #[test]
+    fn plays_the_script_and_checks_tool_results() {
+        let server = ModelServer::start(vec![Turn::bash("touch x", "make x"), Turn::text("done")]);
+        let addr = server.addr();
+        // A side request first: no turn consumed; a JSON schema gets a matching object.
+        let (_, side) = post(
+            addr,
+            "/v1/messages?beta=true",
+            &json!({"model": "m", "messages": [{"role": "user", "content": "t"}],
+                    "output_config": {"format": {"type": "json_schema", "schema": {"type": "object", "properties": {"title": {"type": "string"}}}}}}),
+        );
+        let side: Value = serde_json::from_str(&side).unwrap();
+        assert_eq!(side["content"][0]["text"], r#"{"title":"volee test"}"#);
+
+        let (head, sse) = post(
+            addr,
+            "/v1/messages?beta=true",
+            &main_body(json!([{"role": "user", "content": "go"}]), true),
+        );
+        assert!(head.contains("text/event-stream"), "{head}");
+        assert!(sse.contains("\"name\":\"Bash\""), "{sse}");
+        assert!(sse.contains("input_json_delta"), "{sse}");
+        assert!(sse.contains("\"stop_reason\":\"tool_use\""), "{sse}");
+        let id = server.main_exchanges()[0].tool_use_ids[0].clone();
+        assert!(server.check_tool_results().is_err(), "no follow-up yet");
+
+        let (_, json_answer) = post(
+            addr,
+            "/v1/messages",
+            &main_body(
+                json!([
+                    {"role": "user", "content": "go"},
+                    {"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "Bash", "input": {}}]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": ""}]}
+                ]),
+                false,
+            ),
+        );
+        let answer: Value = serde_json::from_str(&json_answer).unwrap();
+        assert_eq!(answer["content"][0]["text"], "done");
+        assert_eq!(answer["stop_reason"], "end_turn");
+        server.check_tool_results().unwrap();
+
+        let (_, count) = post(addr, "/v1/messages/count_tokens", &json!({"messages": []}));
+        assert!(count.contains("input_tokens"), "{count}");
+        let kinds: Vec<Kind> = server.exchanges().iter().map(|e| e.kind.clone()).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                Kind::Side,
+                Kind::Main { turn: 0 },
+                Kind::Main { turn: 1 },
+                Kind::CountTokens
+            ]
+        );
+        assert!(server.summary().contains("main turn 1"));
+    }
+
+    #[test]
+    fn keep_alive_chunked_bodies_and_probes() {
+        let server = ModelServer::start(vec![Turn::text("hi")]);
+        let mut s = TcpStream::connect(server.addr()).unwrap();
+        s.write_all(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let body = main_body(json!([{"role": "user", "content": "go"}]), false).to_string();
+        let chunked = format!(
+            "POST /v1/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+            body.len()
+        );
+        s.write_all(chunked.as_bytes()).unwrap();
+        let mut all = String::new();
+        s.read_to_string(&mut all).unwrap();
+        assert!(all.starts_with("HTTP/1.1 200 OK"), "{all}");
+        assert_eq!(all.matches("HTTP/1.1 200 OK").count(), 2, "{all}");
+        assert!(all.contains("\"text\":\"hi\""), "{all}");
+        // A second user turn past the script's end is answered and marked.
+        let (_, _) = post(
+            server.addr(),
+            "/v1/messages",
+            &main_body(
+                json!([{"role": "user", "content": "a"}, {"role": "assistant", "content": "hi"}, {"role": "user", "content": "b"}]),
+                false,
+            ),
+        );
+        assert_eq!(
+            server.exchanges().last().unwrap().kind,
+            Kind::Exhausted { turn: 1 }
+        );
+    }
+}
