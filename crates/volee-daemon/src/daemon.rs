@@ -69,9 +69,19 @@ struct DaemonFile {
 enum Msg {
     Request(Box<Request>, oneshot::Sender<Response>),
     Watch(String, mpsc::UnboundedSender<Response>),
-    ScreenCaptured { id: String, text: String },
-    PaneStatus { id: String, value: String },
-    EscalateStop { id: String },
+    /// A pane's screen, read after the output of `output_at` settled.
+    ScreenCaptured {
+        id: String,
+        text: String,
+        output_at: Millis,
+    },
+    PaneStatus {
+        id: String,
+        value: String,
+    },
+    EscalateStop {
+        id: String,
+    },
     Shutdown,
 }
 
@@ -513,7 +523,7 @@ impl Daemon {
             .collect();
         for (id, out) in due {
             self.screen_checked.insert(id.clone(), out);
-            self.capture_screen(&id);
+            self.capture_screen(&id, out);
         }
     }
 
@@ -554,7 +564,7 @@ impl Daemon {
     }
 
     /// Ask tmux for the pane's screen without blocking the actor; the text comes back as a message.
-    fn capture_screen(&self, id: &str) {
+    fn capture_screen(&self, id: &str, output_at: Millis) {
         let Some((conn, pane)) = self.conn_of(id) else {
             return;
         };
@@ -569,6 +579,7 @@ impl Daemon {
                 if reply.ok {
                     let _ = tx.send(Msg::ScreenCaptured {
                         id,
+                        output_at,
                         text: reply.text(),
                     });
                 }
@@ -647,8 +658,11 @@ impl Daemon {
                     let _ = tx.send(user_error(&e.to_string(), vec![]));
                 }
             },
-            Msg::ScreenCaptured { id, text } => {
-                let now = now_ms();
+            Msg::ScreenCaptured {
+                id,
+                text,
+                output_at,
+            } => {
                 let title = self
                     .registry
                     .get(&id)
@@ -664,8 +678,10 @@ impl Daemon {
                 let found = self.rules_for(&harness, measured).classify(&text, &title);
                 if let Some(m) = found {
                     if let Some(agent) = self.registry.get_mut(&id) {
+                        // Dated by the output the screen shows, not by when it was read: a
+                        // hook that came in between is newer than this screen.
                         agent.signals.prompt = Some(PromptMatch {
-                            at: now,
+                            at: output_at,
                             rule: m.rule,
                             text: m.text,
                             state: m.state,
