@@ -60,6 +60,16 @@ pub fn in_display_order(agents: &[AgentView]) -> Vec<&AgentView> {
     sorted
 }
 
+/// The harness name as every view shows it: marked `*` when the installed version is outside the
+/// profile's measured range (its screen states are then the generic ones).
+pub fn harness_label(agent: &AgentView, max_chars: usize) -> String {
+    let name = plain_text(&agent.harness, max_chars);
+    match agent.profile_fit {
+        volee_protocol::ProfileFit::OtherVersion => format!("{name}*"),
+        _ => name,
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod test_support {
     use volee_protocol::{AgentState, AgentView, Host, Origin, ProfileFit, StateSource};

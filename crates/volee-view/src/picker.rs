@@ -33,7 +33,7 @@ pub fn menu_items(agents: &[AgentView], now_epoch_secs: u64) -> Vec<MenuItem> {
             [
                 format!("{} {}", state_marker(a.state), state_words(a.state)),
                 plain_text(&a.name, NAME_MAX),
-                plain_text(&a.harness, HARNESS_MAX),
+                crate::harness_label(a, HARNESS_MAX),
                 age_of(&a.state_since, now_epoch_secs),
                 a.title
                     .as_deref()

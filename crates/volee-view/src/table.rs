@@ -22,11 +22,7 @@ pub fn agents_table(agents: &[AgentView], now_epoch_secs: u64) -> String {
     }
     let header = ["ID", "NAME", "HARNESS", "STATE", "FOR", "SOURCE", "WHERE"].map(String::from);
     let rows = agents.iter().map(|a| {
-        // Outside the measured versions the screen states are the generic ones: say so.
-        let harness = match a.profile_fit {
-            ProfileFit::OtherVersion => format!("{}*", plain_text(&a.harness, HARNESS_MAX)),
-            _ => plain_text(&a.harness, HARNESS_MAX),
-        };
+        let harness = crate::harness_label(a, HARNESS_MAX);
         [
             plain_text(&a.id, ID_MAX),
             plain_text(&a.name, NAME_MAX),
