@@ -16,8 +16,6 @@ use crate::setup;
 /// A stand-in `claude` on PATH: prints a measured version, then plays one turn through the hook
 /// commands of the settings file it was given.
 fn install_stand_in(env: &mut TestEnv) {
-    let bin = env.root().join("fakebin");
-    std::fs::create_dir_all(&bin).unwrap();
     let script = r#"#!/bin/sh
 if [ "$1" = "--version" ]; then echo "2.1.332 (Claude Code)"; exit 0; fi
 while [ $# -gt 0 ]; do
@@ -40,15 +38,25 @@ hook Stop ''
 echo "done"
 exec sleep 120
 "#;
-    let path = bin.join("claude");
+    write_stand_in(env, "claude", script);
+}
+
+/// Put an executable `program` with this script into the environment's fake bin dir, which goes
+/// first on volee's PATH.
+fn write_stand_in(env: &mut TestEnv, program: &str, script: &str) {
+    let bin = env.root().join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let path = bin.join(program);
     std::fs::write(&path, script).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path_var = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    env.extra_env.push(("PATH".into(), path_var));
+    if !env.extra_env.iter().any(|(k, _)| k == "PATH") {
+        let path_var = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        env.extra_env.push(("PATH".into(), path_var));
+    }
 }
 
 #[test]
@@ -162,8 +170,6 @@ fn a_missing_harness_names_its_package() {
 /// A stand-in for a harness whose hooks come from a file volee names (`config_of` prints its
 /// path): version, then a turn played through the hook commands in that file.
 fn install_scripted(env: &mut TestEnv, program: &str, version: &str, config_of: &str, turn: &str) {
-    let bin = env.root().join("fakebin");
-    std::fs::create_dir_all(&bin).unwrap();
     let script = format!(
         r#"#!/bin/sh
 if [ "$1" = "--version" ]; then echo "{version}"; exit 0; fi
@@ -176,17 +182,7 @@ hook() {{ printf '{{"session_id":"s-1","hook_event_name":"%s"%s}}' "$1" "$2" | "
 exec sleep 120
 "#
     );
-    let path = bin.join(program);
-    std::fs::write(&path, script).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    if !env.extra_env.iter().any(|(k, _)| k == "PATH") {
-        let path_var = format!(
-            "{}:{}",
-            bin.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        env.extra_env.push(("PATH".into(), path_var));
-    }
+    write_stand_in(env, program, &script);
 }
 
 #[test]
