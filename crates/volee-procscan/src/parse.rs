@@ -1,0 +1,151 @@
+//! Pure parsers over the bytes of `/proc/PID/{stat,cmdline,environ}` (hostile input: process
+//! names and arguments are chosen by whoever started the process).
+
+/// The fields of `/proc/PID/stat` volee uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    pub pid: u32,
+    /// `comm`, at most 15 bytes, may contain spaces and parentheses.
+    pub comm: String,
+    pub state: char,
+    pub ppid: u32,
+    pub pgrp: i32,
+    pub session: i32,
+    /// Controlling terminal as a device number (0 = none).
+    pub tty_nr: u32,
+    /// Foreground process group of that terminal (-1 = none).
+    pub tpgid: i32,
+    /// Start time in clock ticks after boot (with the pid, identifies a process across pid reuse).
+    pub start_time: u64,
+}
+
+/// Parse `stat`. The name is between the first `(` and the **last** `)`: a process can call itself
+/// `a) b (c`, so splitting on spaces or on the first `)` goes wrong.
+pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
+    let open = bytes.iter().position(|&b| b == b'(')?;
+    let close = bytes.iter().rposition(|&b| b == b')')?;
+    if close < open {
+        return None;
+    }
+    let pid = std::str::from_utf8(&bytes[..open])
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let comm = String::from_utf8_lossy(&bytes[open + 1..close]).into_owned();
+    let rest = std::str::from_utf8(bytes.get(close + 1..)?).ok()?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state(0) ppid(1) pgrp(2) session(3) tty_nr(4) tpgid(5) … starttime(19).
+    Some(Stat {
+        pid,
+        comm,
+        state: f.first()?.chars().next()?,
+        ppid: f.get(1)?.parse().ok()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        session: f.get(3)?.parse().ok()?,
+        tty_nr: f.get(4)?.parse::<i64>().ok()? as u32,
+        tpgid: f.get(5)?.parse().ok()?,
+        start_time: f.get(19)?.parse().ok()?,
+    })
+}
+
+/// NUL-separated arguments (a process may rewrite its argv: trailing NULs and padding are
+/// dropped, and a single argument holding spaces is kept as it is).
+pub fn parse_cmdline(bytes: &[u8]) -> Vec<String> {
+    let trimmed = match bytes.iter().rposition(|&b| b != 0) {
+        Some(last) => &bytes[..=last],
+        None => return Vec::new(),
+    };
+    trimmed
+        .split(|&b| b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+/// `KEY=VALUE` pairs of `environ`; entries without `=` are skipped.
+pub fn parse_environ(bytes: &[u8]) -> Vec<(String, String)> {
+    bytes
+        .split(|&b| b == 0)
+        .filter_map(|entry| {
+            let eq = entry.iter().position(|&b| b == b'=')?;
+            if eq == 0 {
+                return None;
+            }
+            Some((
+                String::from_utf8_lossy(&entry[..eq]).into_owned(),
+                String::from_utf8_lossy(&entry[eq + 1..]).into_owned(),
+            ))
+        })
+        .collect()
+}
+
+/// The pseudo-terminal path of a `tty_nr` (`/dev/pts/N` for Unix98 ptys, major 136–143).
+pub fn pts_path(tty_nr: u32) -> Option<String> {
+    let major = (tty_nr >> 8) & 0xfff;
+    let minor = (tty_nr & 0xff) | ((tty_nr >> 12) & 0xfff00);
+    (136..=143)
+        .contains(&major)
+        .then(|| format!("/dev/pts/{}", (major - 136) * 256 + minor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT: &[u8] = b"4242 (claude) S 4200 4242 4200 34818 4242 4194560 1 0 0 0 5 2 0 0 20 0 12 0 987654 100000 200 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0";
+
+    #[test]
+    fn stat_fields() {
+        let s = parse_stat(STAT).unwrap();
+        assert_eq!(
+            (s.pid, s.comm.as_str(), s.state, s.ppid),
+            (4242, "claude", 'S', 4200)
+        );
+        assert_eq!((s.pgrp, s.session, s.tpgid), (4242, 4200, 4242));
+        assert_eq!(s.start_time, 987654);
+        assert_eq!(pts_path(s.tty_nr).as_deref(), Some("/dev/pts/2"));
+    }
+
+    #[test]
+    fn names_with_spaces_and_parentheses() {
+        let line = String::from_utf8_lossy(STAT).replace("(claude)", "(a) b (c)");
+        let s = parse_stat(line.as_bytes()).unwrap();
+        assert_eq!(s.comm, "a) b (c");
+        assert_eq!(s.ppid, 4200);
+    }
+
+    #[test]
+    fn broken_stat_is_none_not_a_panic() {
+        for bad in [
+            &b""[..],
+            b"12",
+            b"12 (x",
+            b"x) (y",
+            b"12 (x) S",
+            b"\xff\xfe (z) S 1 2",
+        ] {
+            assert_eq!(parse_stat(bad), None);
+        }
+    }
+
+    #[test]
+    fn cmdline_and_environ() {
+        assert_eq!(
+            parse_cmdline(b"node\0/usr/lib/node_modules/@google/gemini-cli/dist/index.js\0\0\0"),
+            [
+                "node",
+                "/usr/lib/node_modules/@google/gemini-cli/dist/index.js"
+            ]
+        );
+        assert_eq!(parse_cmdline(b"claude --resume x"), ["claude --resume x"]);
+        assert!(parse_cmdline(b"\0\0").is_empty());
+        let env = parse_environ(b"A=1\0BAD\0=x\0ZELLIJ_PANE_ID=3\0");
+        assert_eq!(
+            env,
+            [
+                ("A".into(), "1".into()),
+                ("ZELLIJ_PANE_ID".into(), "3".into())
+            ]
+        );
+    }
+}

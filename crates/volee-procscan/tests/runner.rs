@@ -1,0 +1,268 @@
+//! Discovery on fixture `/proc` trees shaped like the real probes of the harnesses
+//! (`../shared/reference/screens/*-mock-done.txt`, "process tree" sections; paths sanitised).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use volee_procscan::{find_agents, Found, ProcRoot, ProcessRule};
+
+/// Write one process into a fixture tree.
+fn proc(root: &Path, pid: u32, ppid: u32, comm: &str, state: char, argv: &[&str]) {
+    let dir = root.join(pid.to_string());
+    std::fs::create_dir_all(&dir).unwrap();
+    let stat = format!(
+        "{pid} ({comm}) {state} {ppid} {pid} {ppid} 34818 {pid} 4194560 1 0 0 0 5 2 0 0 20 0 12 0 {} 100000 200",
+        1000 + pid
+    );
+    std::fs::write(dir.join("stat"), stat).unwrap();
+    let mut cmdline = argv.join("\0").into_bytes();
+    cmdline.push(0);
+    std::fs::write(dir.join("cmdline"), cmdline).unwrap();
+}
+
+fn rule(harness: &str, names: &[&str], scripts: &[&str], helpers: &[&str]) -> ProcessRule {
+    let v = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect();
+    ProcessRule {
+        harness: harness.into(),
+        names: v(names),
+        script_markers: v(scripts),
+        helper_markers: v(helpers),
+    }
+}
+
+fn rules() -> Vec<ProcessRule> {
+    vec![
+        rule("claude", &["claude"], &["@anthropic-ai/claude-code/"], &[]),
+        rule("codex", &["codex"], &["@openai/codex/"], &["app-server"]),
+        rule("gemini", &["gemini"], &["@google/gemini-cli/"], &[]),
+        rule("qwen", &["qwen"], &["@qwen-code/qwen-code/"], &[]),
+        rule("grok", &["grok"], &["@xai-official/grok/"], &[]),
+    ]
+}
+
+fn fixture() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    // Unrelated: init, a shell, tmux.
+    proc(r, 1, 0, "systemd", 'S', &["/sbin/init"]);
+    proc(
+        r,
+        100,
+        1,
+        "tmux: server",
+        'S',
+        &["tmux", "-L", "probe", "new-session"],
+    );
+    proc(r, 101, 100, "bash", 'S', &["-bash"]);
+    // Claude Code 2.1.332: one native process (argv0 the .bin link, exe claude.exe).
+    proc(
+        r,
+        200,
+        101,
+        "claude",
+        'S',
+        &[
+            "/opt/p/node_modules/.bin/claude",
+            "--session-id",
+            "1111",
+            "--",
+            "run it",
+        ],
+    );
+    proc(
+        r,
+        201,
+        200,
+        "python3",
+        'S',
+        &["/usr/bin/python3", "/opt/p/bin/mini-mcp.py", "claude"],
+    );
+    // Gemini 0.61.0: node relaunches itself; the inner node is the agent.
+    proc(
+        r,
+        300,
+        101,
+        "node",
+        'S',
+        &[
+            "node",
+            "/opt/p/node_modules/.bin/gemini",
+            "-m",
+            "gemini-2.5-pro",
+        ],
+    );
+    proc(
+        r,
+        301,
+        300,
+        "node",
+        'S',
+        &[
+            "/usr/bin/node",
+            "--max-old-space-size=12052",
+            "/opt/p/node_modules/.bin/gemini",
+            "-m",
+            "gemini-2.5-pro",
+        ],
+    );
+    proc(
+        r,
+        302,
+        301,
+        "python3",
+        'S',
+        &["/usr/bin/python3", "/opt/p/bin/mini-mcp.py", "gemini"],
+    );
+    // Qwen 0.24.4: three node processes.
+    proc(
+        r,
+        400,
+        101,
+        "node",
+        'S',
+        &["node", "/opt/p/node_modules/.bin/qwen", "-i", "run it"],
+    );
+    proc(
+        r,
+        401,
+        400,
+        "node",
+        'S',
+        &[
+            "/usr/bin/node",
+            "--expose-gc",
+            "/opt/p/node_modules/@qwen-code/qwen-code/cli.js",
+            "-i",
+            "run it",
+        ],
+    );
+    proc(
+        r,
+        402,
+        401,
+        "MainThread",
+        'S',
+        &[
+            "/usr/bin/node",
+            "--expose-gc",
+            "/opt/p/node_modules/@qwen-code/qwen-code/cli.js",
+            "-i",
+            "run it",
+        ],
+    );
+    // Codex 0.171.0: node wrapper → native codex; its app-server daemon is a helper, reparented.
+    proc(
+        r,
+        500,
+        101,
+        "node",
+        'S',
+        &["node", "/opt/p/node_modules/.bin/codex", "run it"],
+    );
+    proc(r, 501, 500, "codex", 'S', &["/opt/p/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex", "run it"]);
+    proc(
+        r,
+        502,
+        1,
+        "codex",
+        'S',
+        &[
+            "/root/.codex/packages/app-server-daemon/releases/0.171.0/bin/codex",
+            "app-server",
+            "--listen",
+            "unix://",
+        ],
+    );
+    // Grok Build 1.0.41: native (comm grok, exe grok-native).
+    proc(
+        r,
+        600,
+        101,
+        "grok",
+        'S',
+        &["/opt/p/node_modules/.bin/grok", "-m", "mock", "run it"],
+    );
+    // nix: .claude-unwrapped, comm cut at 15 bytes.
+    proc(
+        r,
+        700,
+        101,
+        ".claude-unwrapp",
+        'S',
+        &["/nix/store/abc-claude/bin/.claude-unwrapped"],
+    );
+    // A zombie claude is not an agent; a hostile name is just a name.
+    proc(r, 800, 101, "claude", 'Z', &[]);
+    proc(r, 801, 101, "a) b (c", 'S', &["a) b (c"]);
+    // A user's script that merely mentions a harness in an argument is not it.
+    proc(r, 802, 101, "bash", 'S', &["bash", "-c", "echo claude"]);
+    // Hook commands and volee itself are not agents.
+    proc(
+        r,
+        803,
+        200,
+        "volee",
+        'S',
+        &["/usr/bin/volee", "hook", "claude", "Stop"],
+    );
+    dir
+}
+
+#[test]
+fn finds_each_harness_once_at_its_innermost_process() {
+    let dir = fixture();
+    let procs = ProcRoot::new(dir.path()).scan();
+    assert_eq!(procs.len(), 20);
+    let found = find_agents(&procs, &rules());
+    let summary: Vec<(String, u32, Vec<u32>)> = found
+        .iter()
+        .map(
+            |Found {
+                 harness,
+                 pid,
+                 wrappers,
+             }| (harness.clone(), *pid, wrappers.clone()),
+        )
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("claude".to_string(), 200, vec![]),
+            ("gemini".to_string(), 301, vec![300]),
+            ("qwen".to_string(), 402, vec![400, 401]),
+            ("codex".to_string(), 501, vec![500]),
+            ("grok".to_string(), 600, vec![]),
+            ("claude".to_string(), 700, vec![]),
+        ]
+    );
+}
+
+#[test]
+fn hostile_names_parse_and_broken_entries_are_skipped() {
+    let dir = fixture();
+    let r = dir.path();
+    std::fs::create_dir_all(r.join("900")).unwrap();
+    std::fs::write(r.join("900/stat"), b"garbage").unwrap();
+    std::fs::create_dir_all(r.join("notapid")).unwrap();
+    let procs = ProcRoot::new(r).scan();
+    let hostile = procs.iter().find(|p| p.stat.pid == 801).unwrap();
+    assert_eq!(hostile.stat.comm, "a) b (c");
+    assert_eq!(hostile.stat.ppid, 101);
+    assert!(procs.iter().all(|p| p.stat.pid != 900));
+}
+
+#[test]
+fn the_real_proc_has_this_process() {
+    let me = std::process::id();
+    let procs = ProcRoot::default().scan();
+    let mine = procs
+        .iter()
+        .find(|p| p.stat.pid == me)
+        .expect("own process in /proc");
+    assert!(!mine.argv.is_empty());
+    assert!(ProcRoot::default().cwd(me).is_some());
+    assert!(ProcRoot::default()
+        .environ(me)
+        .is_some_and(|e| e.iter().any(|(k, _)| k == "PATH")));
+}
