@@ -116,8 +116,12 @@ pub struct Profile {
     /// Arguments after the program; `{id}` is replaced by the session id.
     pub resume: &'static [&'static str],
     // --- processes
-    /// `/proc/PID/comm` or argv[0] basenames that identify it.
+    /// `/proc/PID/comm` or argv[0] basenames that identify it (also the script a node wrapper runs).
     pub process_names: &'static [&'static str],
+    /// Substrings of a node/bun wrapper's script argument that identify it.
+    pub process_scripts: &'static [&'static str],
+    /// Substrings of an argument that mark a helper process, never an agent.
+    pub process_helpers: &'static [&'static str],
     // --- session
     /// Where the session id comes from, best first.
     pub session_sources: &'static [&'static str],
@@ -157,6 +161,8 @@ pub fn profiles() -> Vec<Profile> {
             instrumentation: Instrumentation::SettingsFlag("--settings"),
             resume: &["--resume", "{id}"],
             process_names: &["claude"],
+            process_scripts: &["@anthropic-ai/claude-code/"],
+            process_helpers: &[],
             session_sources: &[
                 "preset --session-id",
                 "hook session_id",
@@ -190,6 +196,9 @@ pub fn profiles() -> Vec<Profile> {
             instrumentation: Instrumentation::ConfigOverrides,
             resume: &["resume", "{id}"],
             process_names: &["codex"],
+            process_scripts: &["@openai/codex/"],
+            // The shared app-server daemon outlives the TUIs and is not an agent.
+            process_helpers: &["app-server"],
             session_sources: &["hook session_id", "rollout file", "app-server thread/list"],
             states: &[
                 Source::Hooks,
@@ -221,6 +230,8 @@ pub fn profiles() -> Vec<Profile> {
             instrumentation: Instrumentation::SystemDefaultsEnv("GEMINI_CLI_SYSTEM_DEFAULTS_PATH"),
             resume: &["--resume", "{id}"],
             process_names: &["gemini"],
+            process_scripts: &["@google/gemini-cli/"],
+            process_helpers: &[],
             session_sources: &[
                 "preset --session-id",
                 "hook session_id",
@@ -253,6 +264,8 @@ pub fn profiles() -> Vec<Profile> {
             instrumentation: Instrumentation::SystemDefaultsEnv("QWEN_CODE_SYSTEM_DEFAULTS_PATH"),
             resume: &["--resume", "{id}"],
             process_names: &["qwen"],
+            process_scripts: &["@qwen-code/qwen-code/"],
+            process_helpers: &[],
             session_sources: &[
                 "preset --session-id",
                 "hook session_id",
@@ -286,6 +299,8 @@ pub fn profiles() -> Vec<Profile> {
             instrumentation: Instrumentation::OwnHooksFile(".grok/hooks"),
             resume: &["--resume", "{id}"],
             process_names: &["grok"],
+            process_scripts: &["@xai-official/grok/"],
+            process_helpers: &[],
             session_sources: &[
                 "preset --session-id",
                 "hook sessionId",
@@ -320,6 +335,8 @@ pub fn profiles() -> Vec<Profile> {
             instrumentation: Instrumentation::None,
             resume: &[],
             process_names: &[],
+            process_scripts: &[],
+            process_helpers: &[],
             session_sources: &[],
             states: &[Source::Screen, Source::Activity],
             join: "none",
