@@ -5,6 +5,7 @@
 
 mod bad_input;
 mod daemon_life;
+mod discovery;
 mod hooks;
 mod states;
 mod tmux_front;

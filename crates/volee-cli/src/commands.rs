@@ -241,7 +241,10 @@ pub fn launch(args: LaunchArgs) -> CliResult {
     }
 }
 
-pub fn ls(all: bool, as_json: bool) -> CliResult {
+pub fn ls(all: bool, as_json: bool, rescan: bool) -> CliResult {
+    if rescan {
+        ask(&Request::Rescan)?;
+    }
     let agents = agents_of(ask(&Request::List { all })?)?;
     if as_json {
         json(&agents)

@@ -40,6 +40,9 @@ enum Command {
     Ls {
         #[arg(long)]
         all: bool,
+        /// Scan /proc for agents started outside volee before listing.
+        #[arg(long)]
+        rescan: bool,
         #[arg(long)]
         json: bool,
     },
@@ -171,7 +174,7 @@ fn main() {
         Command::Up { no_attach } => tmux_ui::up(no_attach),
         Command::Down => tmux_ui::down(),
         Command::Launch(args) => commands::launch(args),
-        Command::Ls { all, json } => commands::ls(all, json),
+        Command::Ls { all, json, rescan } => commands::ls(all, json, rescan),
         Command::Show { id, json } => commands::show(&id, json),
         Command::Explain { id, json } => commands::explain(&id, json),
         Command::Wait { id, until, timeout } => commands::wait(&id, &until, timeout),

@@ -79,6 +79,9 @@ pub struct Signals {
     pub stop_requested: Option<Millis>,
     /// Its pane or window disappeared without an exit status (the user killed it).
     pub pane_gone: Option<Millis>,
+    /// A discovered agent's process is gone (volee cannot read its exit status).
+    #[serde(default)]
+    pub process_gone: Option<Millis>,
     /// Its multiplexer server is gone.
     pub host_lost: Option<Millis>,
 }
@@ -265,7 +268,11 @@ fn decide_hooked(signals: &Signals, hook: &HookSignal, source: StateSource) -> D
 /// Exit facts win over everything else.
 fn decide_final(signals: &Signals) -> Option<Decision> {
     if let Some(stop) = signals.stop_requested {
-        if signals.exit.is_some() || signals.pane_gone.is_some() || signals.host_lost.is_some() {
+        if signals.exit.is_some()
+            || signals.pane_gone.is_some()
+            || signals.host_lost.is_some()
+            || signals.process_gone.is_some()
+        {
             return Some(Decision {
                 state: AgentState::Stopped,
                 source: StateSource::Process,
@@ -305,6 +312,17 @@ fn decide_final(signals: &Signals) -> Option<Decision> {
             at: exit.at,
             evidence,
             rule: rule.into(),
+            recheck_at: None,
+        });
+    }
+    if let Some(gone) = signals.process_gone {
+        return Some(Decision {
+            state: AgentState::Stopped,
+            source: StateSource::Process,
+            at: gone,
+            evidence: "process gone".into(),
+            rule: "the discovered process ended; volee did not start it, so its exit status is unknown"
+                .into(),
             recheck_at: None,
         });
     }

@@ -16,6 +16,8 @@ pub struct Config {
     pub default_harness: Option<String>,
     /// Rotate `volee.log` past this size.
     pub log_max_bytes: u64,
+    /// How often `/proc` is scanned for agents started outside volee; None = never.
+    pub discovery_interval: Option<Duration>,
 }
 
 impl Default for Config {
@@ -25,6 +27,7 @@ impl Default for Config {
             working_window: Duration::from_secs(2),
             default_harness: None,
             log_max_bytes: 1024 * 1024,
+            discovery_interval: Some(Duration::from_secs(3)),
         }
     }
 }
@@ -36,6 +39,8 @@ struct ConfigFile {
     working_window: Option<String>,
     default_harness: Option<String>,
     log_max_bytes: Option<u64>,
+    /// A duration, or "off".
+    discovery_interval: Option<String>,
 }
 
 /// A config file volee cannot use.
@@ -96,6 +101,14 @@ impl Config {
             working_window: duration("working_window", file.working_window, d.working_window)?,
             default_harness: file.default_harness,
             log_max_bytes: file.log_max_bytes.unwrap_or(d.log_max_bytes),
+            discovery_interval: match file.discovery_interval.as_deref() {
+                Some("off") => None,
+                other => Some(duration(
+                    "discovery_interval",
+                    other.map(String::from),
+                    Duration::from_secs(3),
+                )?),
+            },
         })
     }
 }

@@ -17,7 +17,7 @@ use volee_core::{
     AgentRecord, ArbiterConfig, ExitFact, HookSignal, Millis, NewAgent, PromptMatch, Registry,
 };
 use volee_protocol::{
-    AgentView, ErrorKind, HookEvent, Host, LaunchRequest, ProfileFit, Request, Response,
+    AgentView, ErrorKind, HookEvent, Host, LaunchRequest, Origin, ProfileFit, Request, Response,
     PROTOCOL_VERSION,
 };
 use volee_tmux::connection::{ConnectionEvent, ControlConnection, SessionKey};
@@ -365,6 +365,9 @@ struct Daemon {
     /// The `last_output` value whose screen was already read, per agent.
     screen_checked: HashMap<String, Millis>,
     last_status: HashMap<PathBuf, String>,
+    /// When `/proc` was last scanned for harness processes started outside volee.
+    last_scan: Millis,
+    process_rules: Vec<volee_procscan::ProcessRule>,
     /// Modification time of each agent's status file when last read.
     listing_seen: HashMap<String, SystemTime>,
     last_listing_poll: Millis,
@@ -402,6 +405,8 @@ impl Daemon {
             last_status: HashMap::new(),
             exit_retries: HashMap::new(),
             listing_seen: HashMap::new(),
+            last_scan: 0,
+            process_rules: crate::discovery::rules(),
             last_listing_poll: 0,
             changed: HashSet::new(),
             save_needed: false,
@@ -471,7 +476,16 @@ impl Daemon {
                     None => break,
                 },
                 Some(event) = conn_rx.recv() => self.on_connection_event(event).await,
-                _ = tokio::time::sleep(sleep) => self.on_timer(),
+                _ = tokio::time::sleep(sleep) => {
+                    self.on_timer();
+                    if self
+                        .config
+                        .discovery_interval
+                        .is_some_and(|i| now_ms() >= self.last_scan + i.as_millis() as u64)
+                    {
+                        self.rescan().await;
+                    }
+                }
                 _ = housekeeping.tick() => self.prune(),
                 _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {
                     tracing::info!("SIGTERM");
@@ -487,7 +501,12 @@ impl Daemon {
 
     /// The earliest time a decision may change without a new observation.
     fn next_deadline(&self) -> Option<Millis> {
-        self.registry
+        let scan = self
+            .config
+            .discovery_interval
+            .map(|i| self.last_scan + i.as_millis() as u64);
+        let agents = self
+            .registry
             .iter()
             .filter(|a| !a.is_ended())
             .flat_map(|a| {
@@ -502,7 +521,8 @@ impl Daemon {
                 [a.decision.recheck_at, screen, listing]
             })
             .flatten()
-            .min()
+            .min();
+        [agents, scan].into_iter().flatten().min()
     }
 
     fn on_timer(&mut self) {
@@ -524,6 +544,153 @@ impl Daemon {
         for (id, out) in due {
             self.screen_checked.insert(id.clone(), out);
             self.capture_screen(&id, out);
+        }
+    }
+
+    /// One pass over `/proc` for harness processes volee did not launch: new ones are recorded
+    /// with their host (a tmux pane is then watched like a launched agent's), vanished ones end
+    /// as `stopped`. At steady state this reads /proc only; `tmux list-panes -a` runs once per
+    /// server and only when a new process must be placed.
+    async fn rescan(&mut self) {
+        let now = now_ms();
+        self.last_scan = now;
+        let root = volee_procscan::ProcRoot::default();
+        let procs = root.scan();
+        let parents = crate::discovery::parents(&procs);
+        let launched: HashSet<u32> = self
+            .registry
+            .iter()
+            .filter(|a| a.origin == Origin::Launched && !a.is_ended())
+            .filter_map(|a| a.pid)
+            .collect();
+        let found: Vec<volee_procscan::Found> =
+            volee_procscan::find_agents(&procs, &self.process_rules)
+                .into_iter()
+                .filter(|f| !crate::discovery::is_launched(f, &parents, &launched))
+                .collect();
+        // Discovered agents whose process is gone.
+        for agent in self.registry.iter_mut() {
+            if agent.origin == Origin::Discovered
+                && !agent.is_ended()
+                && !found
+                    .iter()
+                    .any(|f| Some(f.pid) == agent.pid && f.harness == agent.harness)
+            {
+                agent.signals.process_gone = Some(now);
+                self.save_needed = true;
+            }
+        }
+        let known: HashSet<u32> = self
+            .registry
+            .iter()
+            .filter(|a| a.origin == Origin::Discovered && !a.is_ended())
+            .filter_map(|a| a.pid)
+            .collect();
+        let new: Vec<&volee_procscan::Found> =
+            found.iter().filter(|f| !known.contains(&f.pid)).collect();
+        if new.is_empty() {
+            return;
+        }
+        let by_pid: HashMap<u32, &volee_procscan::Proc> =
+            procs.iter().map(|p| (p.stat.pid, p)).collect();
+        let mut panes_by_socket: HashMap<PathBuf, Vec<crate::discovery::PaneInfo>> = HashMap::new();
+        for f in new {
+            let Some(proc_) = by_pid.get(&f.pid) else {
+                continue;
+            };
+            let env = root.environ(f.pid).unwrap_or_default();
+            let var = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+            let tty = volee_procscan::pts_path(proc_.stat.tty_nr);
+            let chain = crate::discovery::ancestry(f.pid, &parents);
+            let mut host = match (&tty, var("ZELLIJ_SESSION_NAME"), var("ZELLIJ_PANE_ID")) {
+                (_, Some(session), Some(pane)) => Host::Zellij {
+                    session,
+                    tab: 0,
+                    pane: format!("terminal_{pane}"),
+                },
+                (Some(tty), _, _) => Host::Tty { tty: tty.clone() },
+                _ => Host::None,
+            };
+            if let Some(tmux) = var("TMUX") {
+                let socket = volee_tmux::connection::default_socket(
+                    Some(&tmux),
+                    None,
+                    nix::unistd::getuid().as_raw(),
+                );
+                if !panes_by_socket.contains_key(&socket) {
+                    let panes = list_all_panes(&socket).await;
+                    panes_by_socket.insert(socket.clone(), panes);
+                }
+                if let Some(p) = panes_by_socket
+                    .get(&socket)
+                    .and_then(|panes| crate::discovery::pane_of(&chain, tty.as_deref(), panes))
+                {
+                    host = Host::Tmux {
+                        socket: socket.display().to_string(),
+                        session: p.session.clone(),
+                        window: p.window.clone(),
+                        pane: p.pane.clone(),
+                    };
+                }
+            }
+            let Some(id) = self.registry.new_id(&random_bytes(64), 4) else {
+                continue;
+            };
+            let name = self
+                .registry
+                .default_name(&[format!("{}-{}", f.harness, f.pid)]);
+            let cwd = root
+                .cwd(f.pid)
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            let mut record = AgentRecord::launched(
+                NewAgent {
+                    id: id.clone(),
+                    name,
+                    harness: f.harness.clone(),
+                    command: proc_.argv.clone(),
+                    cwd,
+                    host: host.clone(),
+                    harness_version: None,
+                    profile_fit: ProfileFit::Generic,
+                    session_id: None,
+                },
+                // Found, not started now: no "just launched" working window.
+                now.saturating_sub(self.arbiter.working_window_ms),
+                &self.arbiter,
+            );
+            record.origin = Origin::Discovered;
+            record.pid = Some(f.pid);
+            record.status_file = var("HOME")
+                .and_then(|home| {
+                    volee_harness::listing::status_file(
+                        &f.harness,
+                        std::path::Path::new(&home),
+                        f.pid,
+                    )
+                })
+                .map(|p| p.display().to_string());
+            tracing::info!(
+                "discovered {} agent {id} (pid {}) at {:?}",
+                f.harness,
+                f.pid,
+                host
+            );
+            self.registry.insert(record);
+            self.changed.insert(id);
+            self.save_needed = true;
+            if let Host::Tmux {
+                socket, session, ..
+            } = &host
+            {
+                let key = SessionKey {
+                    socket: socket.into(),
+                    session: session.clone(),
+                };
+                if let Err(e) = self.ensure_connection(&key).await {
+                    tracing::warn!("could not watch discovered agent's session {session:?}: {e}");
+                }
+            }
         }
     }
 
@@ -1051,7 +1218,9 @@ impl Daemon {
             .collect();
         let mut orphans = Vec::new();
         for agent in self.registry.iter_mut() {
+            // Discovered agents carry no @volee-agent option: the /proc rescan follows them.
             if !agent.is_ended()
+                && agent.origin == Origin::Launched
                 && host_socket(&agent.host) == Some(socket)
                 && !present.contains(agent.id.as_str())
             {
@@ -1252,10 +1421,12 @@ impl Daemon {
         let views: Vec<AgentView> = self.views(true);
         let text = volee_view::status_tmux(&volee_view::Counts::from_agents(&views));
         let mut sockets: BTreeSet<PathBuf> = self.tmux_servers.clone();
+        // A server that only hosts discovered agents is the user's own business until they
+        // `tmux-init` it: volee sets nothing there.
         sockets.extend(
             self.registry
                 .iter()
-                .filter(|a| !a.is_ended())
+                .filter(|a| !a.is_ended() && a.origin == Origin::Launched)
                 .filter_map(|a| host_socket(&a.host).map(Path::to_path_buf)),
         );
         for socket in sockets {
@@ -1358,6 +1529,10 @@ impl Daemon {
                     );
                 }
                 self.forget(&id);
+                Response::Ok
+            }
+            Request::Rescan => {
+                self.rescan().await;
                 Response::Ok
             }
             Request::Prune => {
@@ -1832,6 +2007,35 @@ fn parse_zombie_stat(stat: &str) -> Option<(Option<i32>, Option<i32>)> {
     } else {
         (None, Some(code & 0x7f))
     })
+}
+
+/// Every pane of a tmux server (for placing discovered processes); empty when it does not answer.
+async fn list_all_panes(socket: &Path) -> Vec<crate::discovery::PaneInfo> {
+    let format = fields_format(&[
+        "pane_id",
+        "pane_pid",
+        "pane_tty",
+        "session_name",
+        "window_id",
+    ]);
+    let Ok(text) = TmuxServer::new(socket)
+        .run_async(&["list-panes", "-a", "-F", &format])
+        .await
+    else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let f = split_fields(line.as_bytes());
+            Some(crate::discovery::PaneInfo {
+                pane: f.first()?.clone(),
+                pid: f.get(1)?.parse().ok()?,
+                tty: f.get(2)?.clone(),
+                session: f.get(3)?.clone(),
+                window: f.get(4)?.clone(),
+            })
+        })
+        .collect()
 }
 
 /// Sockets in tmux's own directory for this user (`$TMUX_TMPDIR/tmux-UID`, `/tmp` by default),

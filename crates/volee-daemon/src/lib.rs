@@ -9,6 +9,7 @@
 pub mod client;
 pub mod config;
 pub mod daemon;
+pub mod discovery;
 pub mod logging;
 pub mod paths;
 pub mod persist;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a request or response changes shape; a CLI that sees another version restarts
 /// the daemon (the registry survives, see `docs/ARCHITECTURE.md`).
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// What an agent is doing, as defined in ARCHITECTURE.md section 4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -283,6 +283,8 @@ pub enum Request {
         id: String,
     },
     Prune,
+    /// Scan /proc for harness agents started outside volee now.
+    Rescan,
     /// Keep the connection open: the agent's view now and after every change.
     Watch {
         id: String,

@@ -63,6 +63,11 @@ impl TestEnv {
             bin: bin.into(),
             extra_env: Vec::new(),
         };
+        // Discovery scans the machine's real /proc: off unless a test turns it on, so a test daemon
+        // never adopts processes of other tests or of the developer.
+        let config = env.volee_home().join("config");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(config.join("config.toml"), "discovery_interval = \"off\"\n").unwrap();
         // tmux -S does not create the socket's directory; tmux itself wants it private.
         let socket_dir = env.tmux_socket().parent().unwrap().to_path_buf();
         std::fs::create_dir_all(&socket_dir).unwrap();

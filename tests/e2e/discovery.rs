@@ -1,0 +1,134 @@
+//! Discovery: harness processes started outside volee — in a tmux pane and on a bare pty — appear
+//! in `volee ls` with `origin: "discovered"` and their host; volee's own are never listed twice;
+//! a vanished one ends as `stopped`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use volee_test_support::{require, wait_until};
+
+use crate::setup;
+
+fn agents(env: &volee_test_support::TestEnv) -> Vec<serde_json::Value> {
+    let text = env.ok(["ls", "--all", "--rescan", "--json"]);
+    serde_json::from_str::<serde_json::Value>(&text)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn processes_started_elsewhere_are_discovered_with_their_host() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    if !require("script", "a bare pty for discovery") {
+        return;
+    }
+    std::fs::write(
+        env.volee_home().join("config/config.toml"),
+        "discovery_interval = \"1s\"\n",
+    )
+    .unwrap();
+    // A program whose process is called `claude` (a shell script: comm is the script's name).
+    let bin = env.root().join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let claude = bin.join("claude");
+    std::fs::write(
+        &claude,
+        "#!/bin/sh\n[ \"$1\" = --version ] && { echo '2.1.332 (Claude Code)'; exit 0; }\nwhile :; do sleep 1; done\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    env.extra_env.push((
+        "PATH".into(),
+        format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        ),
+    ));
+
+    // 1. In a tmux window the user opened themselves.
+    let pane = env
+        .tmux(&[
+            "new-window",
+            "-d",
+            "-P",
+            "-F",
+            "#{pane_id}",
+            "-t",
+            "main:",
+            claude.to_str().unwrap(),
+        ])
+        .trim()
+        .to_string();
+    // 2. On a bare pty, outside any multiplexer.
+    let mut bare = Command::new("script")
+        .args(["-qfc", claude.to_str().unwrap(), "/dev/null"])
+        .env_remove("TMUX")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    use std::os::unix::process::CommandExt;
+    // 3. One volee launched: listed once, as launched.
+    let launched = env.ok(["launch", "--harness", "claude", "--host", "tmux:main", "hi"]);
+
+    let found = wait_until(
+        "both outside processes are discovered",
+        Duration::from_secs(10),
+        || {
+            let all = agents(&env);
+            let discovered: Vec<serde_json::Value> = all
+                .iter()
+                .filter(|a| a["origin"] == "discovered" && a["harness"] == "claude")
+                .cloned()
+                .collect();
+            let in_pane = discovered
+                .iter()
+                .any(|a| a["host"]["pane"] == pane.as_str());
+            let on_tty = discovered.iter().any(|a| a["host"]["kind"] == "tty");
+            (in_pane && on_tty).then_some(all)
+        },
+        || env.ok(["ls", "--all", "--json"]),
+    );
+    let launched_entries: Vec<&serde_json::Value> = found
+        .iter()
+        .filter(|a| {
+            a["id"] == launched.as_str()
+                || a["host"]["pane"] == env.agent(&launched)["host"]["pane"]
+        })
+        .collect();
+    assert_eq!(
+        launched_entries.len(),
+        1,
+        "volee's own agent is listed once: {found:?}"
+    );
+    assert_eq!(launched_entries[0]["origin"], "launched");
+
+    // The pane one goes away: stopped, "process gone".
+    let in_pane = found
+        .iter()
+        .find(|a| a["host"]["pane"] == pane.as_str())
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.tmux(&["kill-pane", "-t", &pane]);
+    wait_until(
+        "the vanished process is stopped",
+        Duration::from_secs(10),
+        || (env.agent(&in_pane)["state"] == "stopped").then_some(()),
+        || env.agent(&in_pane).to_string(),
+    );
+    assert_eq!(env.agent(&in_pane)["evidence"], "process gone");
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(bare.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let _ = bare.wait();
+}
