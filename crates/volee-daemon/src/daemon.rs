@@ -555,7 +555,8 @@ impl Daemon {
         let now = now_ms();
         self.last_scan = now;
         let root = volee_procscan::ProcRoot::default();
-        let procs = root.scan();
+        let rules = &self.process_rules;
+        let procs = root.scan_filtered(|s| volee_procscan::could_match(rules, &s.comm));
         let parents = crate::discovery::parents(&procs);
         let launched: HashSet<u32> = self
             .registry

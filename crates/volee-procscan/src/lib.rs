@@ -11,6 +11,6 @@ pub mod matcher;
 pub mod parse;
 pub mod scan;
 
-pub use matcher::{find_agents, Found, ProcessRule};
+pub use matcher::{could_match, find_agents, Found, ProcessRule};
 pub use parse::{parse_cmdline, parse_environ, parse_stat, pts_path, Stat};
 pub use scan::{Proc, ProcRoot};

@@ -80,6 +80,16 @@ fn matches(rule: &ProcessRule, p: &Proc) -> bool {
             })
 }
 
+/// Could a process with this `comm` match any rule? (A cheap pre-filter: only these need their
+/// `cmdline` read.) Runtimes and nix-wrapped names count; so does any rule's name.
+pub fn could_match(rules: &[ProcessRule], comm: &str) -> bool {
+    RUNTIMES.contains(&comm)
+        || comm.starts_with('.')
+        || rules
+            .iter()
+            .any(|r| r.names.iter().any(|n| comm == n || program_name(comm) == n))
+}
+
 /// The agents among `procs`: every matching process, reduced to the innermost of each chain of
 /// matching parent → child processes of the same harness.
 pub fn find_agents(procs: &[Proc], rules: &[ProcessRule]) -> Vec<Found> {

@@ -1,6 +1,15 @@
 //! One pass over a `/proc`-like tree. The root is injectable so tests run on fixture trees.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
+
+/// Read a whole file into `buf` (cleared first); false when it cannot be read.
+fn read_into(path: &Path, buf: &mut Vec<u8>) -> bool {
+    buf.clear();
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_to_end(buf))
+        .is_ok()
+}
 
 use crate::parse::{parse_cmdline, parse_environ, parse_stat, Stat};
 
@@ -32,22 +41,53 @@ impl ProcRoot {
         self.root.join(pid.to_string()).join(name)
     }
 
-    /// Every process with a readable `stat` (processes that vanish mid-scan are skipped). Reads
-    /// only `stat` and `cmdline`; the rest is read for candidates alone.
+    /// Every process with a readable `stat` (processes that vanish mid-scan are skipped), with
+    /// its `cmdline` read too.
     pub fn scan(&self) -> Vec<Proc> {
+        self.scan_filtered(|_| true)
+    }
+
+    /// Every process's `stat`; `cmdline` only where `wants_argv(stat)` (the candidates), so a
+    /// scan of thousands of processes reads one small file each. Buffers are reused.
+    pub fn scan_filtered(&self, wants_argv: impl Fn(&Stat) -> bool) -> Vec<Proc> {
         let Ok(entries) = std::fs::read_dir(&self.root) else {
             return Vec::new();
         };
-        let mut procs: Vec<Proc> = entries
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .filter_map(|pid| {
-                let stat = parse_stat(&std::fs::read(self.file(pid, "stat")).ok()?)?;
-                let argv =
-                    parse_cmdline(&std::fs::read(self.file(pid, "cmdline")).unwrap_or_default());
-                Some(Proc { stat, argv })
-            })
-            .collect();
+        let mut buf = Vec::with_capacity(4096);
+        let mut path = self.root.clone();
+        let mut procs = Vec::new();
+        for entry in entries.filter_map(Result::ok) {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            path.push(entry.file_name());
+            path.push("stat");
+            let stat = read_into(&path, &mut buf)
+                .then(|| parse_stat(&buf))
+                .flatten();
+            path.pop();
+            let argv = match &stat {
+                Some(s) if wants_argv(s) => {
+                    path.push("cmdline");
+                    let argv = if read_into(&path, &mut buf) {
+                        parse_cmdline(&buf)
+                    } else {
+                        Vec::new()
+                    };
+                    path.pop();
+                    argv
+                }
+                _ => Vec::new(),
+            };
+            path.pop();
+            if let Some(stat) = stat.filter(|s| s.pid == pid) {
+                procs.push(Proc { stat, argv });
+            }
+        }
         procs.sort_by_key(|p| p.stat.pid);
         procs
     }
