@@ -8,7 +8,7 @@
 //! done (exit 0); the hook payloads' session id is volee's; every tool_use was answered once.
 
 use std::cell::{Cell, RefCell};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -17,6 +17,9 @@ use serde_json::{json, Value};
 use volee_test_support::model_server::{Kind, ModelServer, Turn};
 use volee_test_support::{require, wait_until, TestEnv};
 
+use crate::common::{
+    event_line, hook_payloads, seen_by_watcher, timed_hook_payloads, transient_blips, Diagnostics,
+};
 use crate::{Observed, SetOnDrop};
 
 /// The key the throwaway user "approved" (Claude stores the last 20 characters of an approved
@@ -84,170 +87,6 @@ fn seed_home(home: &Path, work: &Path, hook_log: &Path) -> (Value, Value) {
     (state, settings)
 }
 
-/// The hook payloads the test's logger wrote, in the order they ran.
-fn hook_payloads(dir: &Path) -> Vec<Value> {
-    timed_hook_payloads(dir)
-        .into_iter()
-        .map(|(_, p)| p)
-        .collect()
-}
-
-/// The hook payloads with the wall-clock time their hook started (ns since the epoch, from the
-/// logger's file name).
-fn timed_hook_payloads(dir: &Path) -> Vec<(u128, Value)> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    files.sort();
-    files
-        .iter()
-        .filter_map(|f| {
-            let name = f.file_name()?.to_str()?;
-            let ns: u128 = name.split('-').next()?.parse().ok()?;
-            Some((ns, serde_json::from_slice(&std::fs::read(f).ok()?).ok()?))
-        })
-        .collect()
-}
-
-fn event_line(p: &Value) -> String {
-    let name = p["hook_event_name"].as_str().unwrap_or("?");
-    let detail = p["notification_type"]
-        .as_str()
-        .or(p["tool_name"].as_str())
-        .or(p["source"].as_str())
-        .or(p["reason"].as_str())
-        .unwrap_or("");
-    if detail.is_empty() {
-        name.to_string()
-    } else {
-        format!("{name}({detail})")
-    }
-}
-
-/// The first observation of `state` (after `after`) in the watcher's timeline, waiting for the
-/// watcher to catch up with a `volee wait` that already returned.
-fn seen_by_watcher(
-    timeline: &Mutex<Vec<Observed>>,
-    state: &str,
-    after: Option<Instant>,
-) -> Observed {
-    wait_until(
-        &format!("volee ls --json to show {state}"),
-        Duration::from_secs(5),
-        || {
-            timeline
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .find(|o| o.state == state && after.is_none_or(|a| o.at > a))
-                .cloned()
-        },
-        || "not seen".into(),
-    )
-}
-
-/// Splits off short-lived states from a secondary source (screen, listing) that interrupt a run of
-/// one state and give way to it again within a second: e.g. `idle (hook Stop)` → `working (rule
-/// claude.working-footer)` 5 ms later → `idle (rule claude.idle-footer)`. Such a blip was a real
-/// bug (a screen match dated by when it was read rather than by the output it shows, so a stale
-/// screen overrode a newer hook); it is fixed, and the test now fails on any blip.
-/// Returns (kept observations, descriptions of the blips found).
-fn transient_blips(seen: &[Observed]) -> (Vec<Observed>, Vec<String>) {
-    let mut kept: Vec<Observed> = Vec::new();
-    let mut blips = Vec::new();
-    let mut i = 0;
-    while i < seen.len() {
-        let o = &seen[i];
-        let before = kept.last().map(|k| k.state.clone());
-        // The run of observations with o's state.
-        let mut j = i;
-        while j + 1 < seen.len() && seen[j + 1].state == o.state {
-            j += 1;
-        }
-        let after = seen.get(j + 1);
-        let secondary = seen[i..=j]
-            .iter()
-            .all(|x| x.source == "screen" || x.source == "listing");
-        let short = after.is_some_and(|a| a.at.duration_since(o.at) < Duration::from_secs(1));
-        if secondary
-            && short
-            && before.is_some()
-            && after.map(|a| &a.state) == before.as_ref()
-            && before.as_deref() != Some(o.state.as_str())
-        {
-            let ms = after.map_or(0, |a| a.at.duration_since(o.at).as_millis());
-            blips.push(format!(
-                "{} → {} ({}: {}) for {ms} ms → {}",
-                before.unwrap_or_default(),
-                o.state,
-                o.source,
-                o.evidence,
-                after.map_or("", |a| a.state.as_str())
-            ));
-        } else {
-            kept.extend(seen[i..=j].iter().cloned());
-        }
-        i = j + 1;
-    }
-    (kept, blips)
-}
-
-/// On a failure: everything needed to see why. Always: kill a claude left running.
-struct Diagnostics<'a> {
-    env: &'a TestEnv,
-    server: &'a ModelServer,
-    hook_log: &'a Path,
-    timeline: &'a Mutex<Vec<Observed>>,
-    started: Instant,
-    id: RefCell<Option<String>>,
-    pid: Cell<Option<i32>>,
-}
-
-impl Drop for Diagnostics<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("\n======== claude conformance: diagnostics ========");
-            if let Some(id) = self.id.borrow().as_ref() {
-                for args in [vec!["peek", id, "-n", "60"], vec!["explain", id]] {
-                    let out = self.env.run(&args);
-                    eprintln!(
-                        "---- volee {}\n{}{}",
-                        args.join(" "),
-                        String::from_utf8_lossy(&out.stdout),
-                        String::from_utf8_lossy(&out.stderr)
-                    );
-                }
-            }
-            eprintln!("---- states seen in volee ls --json");
-            for o in self
-                .timeline
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-            {
-                eprintln!("{}", o.line(self.started));
-            }
-            eprintln!("---- model server requests\n{}", self.server.summary());
-            let events: Vec<String> = hook_payloads(self.hook_log)
-                .iter()
-                .map(event_line)
-                .collect();
-            eprintln!("---- hook events (test's logger)\n{}", events.join(" → "));
-            eprintln!("---- daemon log tail\n{}", self.env.log_tail());
-            eprintln!("======== end of diagnostics ========\n");
-        }
-        if let Some(pid) = self.pid.get() {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            if comm.trim() == "claude" {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-        }
-    }
-}
-
 #[test]
 fn claude_code_asks_permission_and_finishes_its_turn() {
     let _serial = crate::serial();
@@ -300,6 +139,13 @@ fn claude_code_asks_permission_and_finishes_its_turn() {
     );
     let timeline = Mutex::new(Vec::<Observed>::new());
     let diag = Diagnostics {
+        harness: "claude",
+        is_harness: &|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .unwrap_or_default()
+                .trim()
+                == "claude"
+        },
         env: &env,
         server: &server,
         hook_log: &hook_log,

@@ -1,6 +1,8 @@
 //! Harness conformance tests: the **real** harness programs, at pinned versions
 //! (`harnesses.txt`), driven through volee in a private tmux against a scripted loopback model
-//! server (`volee_test_support::model_server`) — no vendor API.
+//! server (`volee_test_support::model_server`) — no vendor API: Claude Code (Anthropic Messages),
+//! Qwen Code (OpenAI chat completions), Gemini CLI (Gemini `streamGenerateContent`). Claude has
+//! its own test body; Qwen and Gemini share `common::drive`.
 //!
 //! Each harness is installed with npm into
 //! `${VOLEE_HARNESS_CACHE:-$HOME/.cache/volee-ci/harnesses}/NAME-VERSION/` unless it is already
@@ -10,6 +12,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod claude;
+mod common;
+mod gemini;
+mod qwen;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

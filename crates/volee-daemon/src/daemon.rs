@@ -82,6 +82,8 @@ enum Msg {
     EscalateStop {
         id: String,
     },
+    /// A watched status-file directory changed.
+    StatusFilesChanged,
     Shutdown,
 }
 
@@ -367,6 +369,10 @@ struct Daemon {
     last_status: HashMap<PathBuf, String>,
     /// When `/proc` was last scanned for harness processes started outside volee.
     last_scan: Millis,
+    /// inotify on the directories of status files, so their changes arrive at once (the poll
+    /// stays as a fallback).
+    status_watcher: Option<notify::RecommendedWatcher>,
+    watched_dirs: HashSet<PathBuf>,
     process_rules: Vec<volee_procscan::ProcessRule>,
     /// Modification time of each agent's status file when last read.
     listing_seen: HashMap<String, SystemTime>,
@@ -406,6 +412,8 @@ impl Daemon {
             exit_retries: HashMap::new(),
             listing_seen: HashMap::new(),
             last_scan: 0,
+            status_watcher: None,
+            watched_dirs: HashSet::new(),
             process_rules: crate::discovery::rules(),
             last_listing_poll: 0,
             changed: HashSet::new(),
@@ -695,8 +703,52 @@ impl Daemon {
         }
     }
 
+    /// Watch the directories of live agents' status files (those that exist yet).
+    fn watch_status_dirs(&mut self) {
+        use notify::Watcher;
+        let dirs: Vec<PathBuf> = self
+            .registry
+            .iter()
+            .filter(|a| !a.is_ended())
+            .filter_map(|a| {
+                Path::new(a.status_file.as_deref()?)
+                    .parent()
+                    .map(Path::to_path_buf)
+            })
+            .filter(|d| !self.watched_dirs.contains(d) && d.is_dir())
+            .collect();
+        if dirs.is_empty() {
+            return;
+        }
+        if self.status_watcher.is_none() {
+            let tx = self.tx.clone();
+            match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+                if res.is_ok() {
+                    let _ = tx.send(Msg::StatusFilesChanged);
+                }
+            }) {
+                Ok(w) => self.status_watcher = Some(w),
+                Err(e) => {
+                    tracing::warn!("cannot watch status files (polling instead): {e}");
+                    return;
+                }
+            }
+        }
+        if let Some(watcher) = self.status_watcher.as_mut() {
+            for dir in dirs {
+                match watcher.watch(&dir, notify::RecursiveMode::NonRecursive) {
+                    Ok(()) => {
+                        self.watched_dirs.insert(dir);
+                    }
+                    Err(e) => tracing::warn!("cannot watch {}: {e}", dir.display()),
+                }
+            }
+        }
+    }
+
     /// Read the status files that changed since the last poll (a stat per agent; no process).
     fn poll_status_files(&mut self) {
+        self.watch_status_dirs();
         let mut seen = Vec::new();
         for agent in self.registry.iter_mut().filter(|a| !a.is_ended()) {
             let Some(path) = &agent.status_file else {
@@ -873,6 +925,7 @@ impl Daemon {
                     }
                 }
             }
+            Msg::StatusFilesChanged => self.poll_status_files(),
             Msg::Shutdown => self.shutting_down = true,
         }
     }

@@ -1,15 +1,26 @@
-//! A scripted model server on `127.0.0.1` (random port) speaking the **Anthropic Messages** API,
-//! so a real harness program (Claude Code) can play whole turns without a vendor API.
+//! A scripted model server on `127.0.0.1` (random port) speaking three wire formats ([`Wire`]),
+//! so a real harness program can play whole turns without a vendor API: the **Anthropic
+//! Messages** API (Claude Code), **OpenAI chat completions** (Qwen Code with `--auth-type openai`)
+//! and the **Gemini** `generateContent` API (Gemini CLI with a `gemini-api-key`).
 //!
-//! - `POST …/v1/messages`: streamed SSE when the body says `"stream": true`, a plain JSON message
+//! - OpenAI: `POST …/chat/completions`: SSE chunks (`data: {chat.completion.chunk}` … `data:
+//!   [DONE]`) when `"stream": true`, one `chat.completion` otherwise; a tool call is one
+//!   `tool_calls` entry (finish reason `tool_calls`), answered by a `role: "tool"` message with its
+//!   `tool_call_id`. Turn number: `assistant` messages. Tools: `tools[].function.name`.
+//! - Gemini: `POST …/models/MODEL:streamGenerateContent?alt=sse` (`data: {GenerateContentResponse}`)
+//!   and `:generateContent` (one JSON); a tool call is one `functionCall` part with an `id`,
+//!   answered by a `functionResponse` part with the same `id`. Turn number: `model` contents.
+//!   Tools: `tools[].functionDeclarations[].name`. `:countTokens` → `{"totalTokens": N}`. A side
+//!   request whose `generationConfig` asks for a JSON schema gets a JSON object of placeholders.
+//! - Anthropic: `POST …/v1/messages`: streamed SSE when the body says `"stream": true`, a plain JSON message
 //!   otherwise. `POST …/count_tokens` → `{"input_tokens": N}`. `HEAD`/`GET` (health probes,
 //!   `/v1/models`) → 200. Anything else → 404 with an Anthropic-shaped error. Query strings
 //!   (`?beta=true`) are ignored.
 //! - A **script** is a list of [`Turn`]s. Which requests play it — the rule:
-//!   a `/messages` request is a **main** request when its `tools` array holds a tool named
-//!   [`ModelServer::MAIN_TOOL`] (`Bash`: the agent loop always offers it; Claude Code's side calls —
+//!   a request is a **main** request when its tools include [`ModelServer::MAIN_TOOL`] or a tool
+//!   the script calls (`Bash`, `run_shell_command`: the agent loop always offers it; side calls —
 //!   session titles, summaries, classifiers — offer no tools or other ones). Its turn number is the
-//!   number of `assistant` messages in its `messages` (0 for the first prompt, 1 after one
+//!   number of `assistant` messages in its `messages` (`model` contents for Gemini) (0 for the first prompt, 1 after one
 //!   tool round trip…), so a retried request gets the same answer again and side requests never
 //!   consume a turn. A main request past the end of the script is answered with text and logged as
 //!   [`Kind::Exhausted`]. Every other `/messages` request is a **side** request: a short text, or,
@@ -41,6 +52,13 @@ pub enum Turn {
 }
 
 impl Turn {
+    /// A call of any tool with these arguments.
+    pub fn tool(name: &str, input: Value) -> Turn {
+        Turn::ToolUse {
+            name: name.into(),
+            input,
+        }
+    }
     /// A call of the Bash tool as Claude Code's schema has it.
     pub fn bash(command: &str, description: &str) -> Turn {
         Turn::ToolUse {
@@ -51,6 +69,17 @@ impl Turn {
     pub fn text(text: &str) -> Turn {
         Turn::Text(text.into())
     }
+}
+
+/// The API a request spoke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// Anthropic Messages (`/v1/messages`), and anything not recognised.
+    Anthropic,
+    /// OpenAI chat completions (`/chat/completions`).
+    OpenAi,
+    /// Gemini `generateContent` / `streamGenerateContent` / `countTokens`.
+    Gemini,
 }
 
 /// What a request was taken for.
@@ -86,13 +115,14 @@ pub struct Exchange {
     /// The JSON body (`Null` when there was none or it was not JSON).
     pub body: Value,
     pub kind: Kind,
+    pub wire: Wire,
     pub stream: bool,
     pub received: Instant,
     /// When the whole answer had been written.
     pub answered: Instant,
     /// The same moment on the wall clock (to line up with other processes' timestamps).
     pub answered_wall: SystemTime,
-    /// Ids of the `tool_use` blocks in the answer.
+    /// Ids of the tool calls in the answer (`tool_use` blocks, `tool_calls`, `functionCall`s).
     pub tool_use_ids: Vec<String>,
     /// One line: what was answered.
     pub answer: String,
@@ -107,24 +137,45 @@ impl Exchange {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The conversation: `messages` (Anthropic, OpenAI) or `contents` (Gemini).
     pub fn messages(&self) -> &[Value] {
-        self.body
-            .get("messages")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
+        messages(&self.body)
     }
 
-    /// `tool_use_id`s of every `tool_result` block in the request's messages, in order.
+    /// Ids of every tool result in the request's conversation, in order: `tool_result` blocks'
+    /// `tool_use_id` (Anthropic), `role: "tool"` messages' `tool_call_id` (OpenAI),
+    /// `functionResponse` parts' `id` (Gemini; `name:NAME` when a response carries no id).
     pub fn tool_result_ids(&self) -> Vec<String> {
-        self.messages()
-            .iter()
-            .filter_map(|m| m.get("content").and_then(Value::as_array))
-            .flatten()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
-            .filter_map(|b| b.get("tool_use_id").and_then(Value::as_str))
-            .map(String::from)
-            .collect()
+        let msgs = self.messages();
+        match self.wire {
+            Wire::Anthropic => msgs
+                .iter()
+                .filter_map(|m| m.get("content").and_then(Value::as_array))
+                .flatten()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+                .filter_map(|b| b.get("tool_use_id").and_then(Value::as_str))
+                .map(String::from)
+                .collect(),
+            Wire::OpenAi => msgs
+                .iter()
+                .filter(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+                .filter_map(|m| m.get("tool_call_id").and_then(Value::as_str))
+                .map(String::from)
+                .collect(),
+            Wire::Gemini => msgs
+                .iter()
+                .filter_map(|c| c.get("parts").and_then(Value::as_array))
+                .flatten()
+                .filter_map(|p| p.get("functionResponse"))
+                .map(|r| match r.get("id").and_then(Value::as_str) {
+                    Some(id) => id.to_string(),
+                    None => format!(
+                        "name:{}",
+                        r.get("name").and_then(Value::as_str).unwrap_or("")
+                    ),
+                })
+                .collect(),
+        }
     }
 
     /// Names of the tools the request offers.
@@ -308,7 +359,15 @@ impl ModelServer {
             .map(|e| {
                 let kind = match &e.kind {
                     Kind::Main { turn } => format!("main turn {turn}"),
-                    Kind::Exhausted { turn } => format!("main turn {turn} PAST THE SCRIPT"),
+                    Kind::Exhausted { turn } => {
+                        let last = e
+                            .messages()
+                            .last()
+                            .map(Value::to_string)
+                            .unwrap_or_default();
+                        let cut: String = last.chars().take(300).collect();
+                        format!("main turn {turn} PAST THE SCRIPT, last message {cut}")
+                    }
                     Kind::Side => "side".into(),
                     Kind::CountTokens => "count_tokens".into(),
                     Kind::Probe => "probe".into(),
@@ -316,13 +375,14 @@ impl ModelServer {
                 };
                 let results = e.tool_result_ids();
                 format!(
-                    "#{} +{:.3}s {} {} [{kind}{}] messages={} tools={}{} → {} ({} ms)",
+                    "#{} +{:.3}s {} {} [{:?} {kind}{}] messages={} tools={}{} → {} ({} ms)",
                     e.seq,
                     e.received
                         .saturating_duration_since(self.shared.started)
                         .as_secs_f64(),
                     e.method,
                     e.path,
+                    e.wire,
                     if e.stream { ", stream" } else { "" },
                     e.messages().len(),
                     e.tool_names().len(),
@@ -351,17 +411,46 @@ impl Drop for ModelServer {
     }
 }
 
+/// Names of the tools a request offers, in any of the three shapes: `tools[].name` (Anthropic),
+/// `tools[].function.name` (OpenAI), `tools[].functionDeclarations[].name` (Gemini).
 fn tool_names(body: &Value) -> Vec<String> {
-    body.get("tools")
+    let mut names = Vec::new();
+    for t in body
+        .get("tools")
         .and_then(Value::as_array)
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| t.get("name").and_then(Value::as_str))
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+    {
+        if let Some(n) = t.get("name").and_then(Value::as_str) {
+            names.push(n.to_string());
+        }
+        if let Some(n) = t
+            .get("function")
+            .and_then(|f| f.get("name"))
+            .and_then(Value::as_str)
+        {
+            names.push(n.to_string());
+        }
+        for d in t
+            .get("functionDeclarations")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+        {
+            if let Some(n) = d.get("name").and_then(Value::as_str) {
+                names.push(n.to_string());
+            }
+        }
+    }
+    names
+}
+
+fn messages(body: &Value) -> &[Value] {
+    body.get("messages")
+        .or_else(|| body.get("contents"))
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
 }
 
 /// A connection's bytes, read with a short timeout so a stop is noticed.
@@ -567,6 +656,7 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
                 headers: req.headers.clone(),
                 body,
                 kind: answer.kind,
+                wire: answer.wire,
                 stream: answer.content_type == "text/event-stream",
                 received,
                 answered,
@@ -590,6 +680,7 @@ struct Answer {
     content_type: &'static str,
     body: Vec<u8>,
     kind: Kind,
+    wire: Wire,
     tool_use_ids: Vec<String>,
     describe: String,
 }
@@ -601,9 +692,242 @@ impl Answer {
             content_type: "application/json",
             body: value.to_string().into_bytes(),
             kind,
+            wire: Wire::Anthropic,
             tool_use_ids: Vec::new(),
             describe,
         }
+    }
+
+    fn sse(
+        kind: Kind,
+        wire: Wire,
+        sse: String,
+        tool_use_ids: Vec<String>,
+        describe: String,
+    ) -> Answer {
+        Answer {
+            status: "200 OK",
+            content_type: "text/event-stream",
+            body: sse.into_bytes(),
+            kind,
+            wire,
+            tool_use_ids,
+            describe,
+        }
+    }
+}
+
+/// The script's answer to a request offering `tools` after `assistant_turns` answers of the model:
+/// a main turn (waiting the main delay first) or a side answer.
+fn pick_turn(
+    shared: &Shared,
+    tools: &[String],
+    assistant_turns: usize,
+    side: impl FnOnce() -> String,
+) -> (Kind, Turn) {
+    let main = tools.iter().any(|n| {
+        n == ModelServer::MAIN_TOOL
+            || shared
+                .script
+                .iter()
+                .any(|t| matches!(t, Turn::ToolUse { name, .. } if name == n))
+    });
+    if !main {
+        return (Kind::Side, Turn::Text(side()));
+    }
+    let delay = shared.main_delay_ms.load(Ordering::SeqCst);
+    if delay > 0 {
+        std::thread::sleep(Duration::from_millis(delay));
+    }
+    match shared.script.get(assistant_turns) {
+        Some(t) => (
+            Kind::Main {
+                turn: assistant_turns,
+            },
+            t.clone(),
+        ),
+        None => (
+            Kind::Exhausted {
+                turn: assistant_turns,
+            },
+            Turn::text("(volee model server: the script has no more turns)"),
+        ),
+    }
+}
+
+fn count_role(body: &Value, role: &str) -> usize {
+    messages(body)
+        .iter()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some(role))
+        .count()
+}
+
+fn describe_turn(turn: &Turn, id: &str) -> String {
+    match turn {
+        Turn::ToolUse { name, input } => format!("tool call {name} {id} {input}"),
+        Turn::Text(text) => format!("text {text:?}"),
+    }
+}
+
+/// OpenAI chat completions.
+fn openai(shared: &Shared, seq: usize, req: &Request, body: &Value) -> Answer {
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("volee-test-model")
+        .to_string();
+    let (kind, turn) = pick_turn(
+        shared,
+        &tool_names(body),
+        count_role(body, "assistant"),
+        || match body.get("response_format") {
+            Some(f) if f.get("type").and_then(Value::as_str) == Some("json_schema") => sample(
+                f.get("json_schema")
+                    .and_then(|j| j.get("schema"))
+                    .unwrap_or(&Value::Null),
+            )
+            .to_string(),
+            Some(f) if f.get("type").and_then(Value::as_str) == Some("json_object") => "{}".into(),
+            _ => "volee test".into(),
+        },
+    );
+    let id = format!("call_volee_{seq}_0");
+    let describe = describe_turn(&turn, &id);
+    let (tool_use_ids, finish) = match &turn {
+        Turn::ToolUse { .. } => (vec![id.clone()], "tool_calls"),
+        Turn::Text(_) => (Vec::new(), "stop"),
+    };
+    let prompt_tokens = (req.body.len() / 4).max(1);
+    let usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": 8, "total_tokens": prompt_tokens + 8});
+    let cid = format!("chatcmpl-volee-{seq}");
+    let created = SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
+    if !stream {
+        let message = match &turn {
+            Turn::ToolUse { name, input } => json!({"role": "assistant", "content": null,
+                "tool_calls": [{"id": id, "type": "function", "function": {"name": name, "arguments": input.to_string()}}]}),
+            Turn::Text(text) => json!({"role": "assistant", "content": text}),
+        };
+        let answer = json!({"id": cid, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage});
+        return Answer {
+            wire: Wire::OpenAi,
+            tool_use_ids,
+            ..Answer::json(kind, &answer, describe)
+        };
+    }
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let mut chunks = Vec::new();
+    match &turn {
+        Turn::ToolUse { name, input } => {
+            chunks.push(chunk(
+                json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
+                Value::Null,
+            ));
+            chunks.push(chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": input.to_string()}}]}),
+                Value::Null,
+            ));
+        }
+        Turn::Text(text) => {
+            chunks.push(chunk(
+                json!({"role": "assistant", "content": ""}),
+                Value::Null,
+            ));
+            chunks.push(chunk(json!({"content": text}), Value::Null));
+        }
+    }
+    chunks.push(chunk(json!({}), json!(finish)));
+    chunks.push(json!({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [], "usage": usage}));
+    let mut sse = String::new();
+    for c in chunks {
+        sse.push_str(&format!("data: {c}\n\n"));
+    }
+    sse.push_str("data: [DONE]\n\n");
+    Answer::sse(kind, Wire::OpenAi, sse, tool_use_ids, describe)
+}
+
+/// Gemini `generateContent` / `streamGenerateContent` / `countTokens`.
+fn gemini(shared: &Shared, seq: usize, req: &Request, path: &str, body: &Value) -> Answer {
+    let tokens = (req.body.len() / 4).max(1);
+    if path.ends_with(":countTokens") {
+        return Answer {
+            wire: Wire::Gemini,
+            ..Answer::json(
+                Kind::CountTokens,
+                &json!({"totalTokens": tokens}),
+                format!("totalTokens {tokens}"),
+            )
+        };
+    }
+    let (kind, turn) = pick_turn(shared, &tool_names(body), count_role(body, "model"), || {
+        let config = body.get("generationConfig");
+        match config.and_then(|c| {
+            c.get("responseJsonSchema")
+                .or_else(|| c.get("responseSchema"))
+        }) {
+            Some(schema) => sample(&lowercase_types(schema)).to_string(),
+            None => "volee test".into(),
+        }
+    });
+    let id = format!("volee_call_{seq}_0");
+    let describe = describe_turn(&turn, &id);
+    let (part, tool_use_ids) = match &turn {
+        Turn::ToolUse { name, input } => (
+            json!({"functionCall": {"id": id, "name": name, "args": input}}),
+            vec![id.clone()],
+        ),
+        Turn::Text(text) => (json!({"text": text}), Vec::new()),
+    };
+    let model = path
+        .rsplit('/')
+        .next()
+        .and_then(|m| m.split(':').next())
+        .unwrap_or("gemini-volee-test");
+    let answer = json!({
+        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": tokens, "candidatesTokenCount": 8, "totalTokenCount": tokens + 8},
+        "modelVersion": model,
+        "responseId": format!("volee-{seq}")
+    });
+    if path.ends_with(":streamGenerateContent") {
+        return Answer::sse(
+            kind,
+            Wire::Gemini,
+            format!("data: {answer}\n\n"),
+            tool_use_ids,
+            describe,
+        );
+    }
+    Answer {
+        wire: Wire::Gemini,
+        tool_use_ids,
+        ..Answer::json(kind, &answer, describe)
+    }
+}
+
+/// Gemini's `responseSchema` spells types in capitals (`OBJECT`); [`sample`] reads lowercase.
+fn lowercase_types(schema: &Value) -> Value {
+    match schema {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| {
+                    let v = match (k.as_str(), v) {
+                        ("type", Value::String(t)) => Value::String(t.to_ascii_lowercase()),
+                        _ => lowercase_types(v),
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(lowercase_types).collect()),
+        other => other.clone(),
     }
 }
 
@@ -626,6 +950,16 @@ fn route(shared: &Shared, seq: usize, req: &Request, body: &Value) -> Answer {
         "GET" => return Answer::json(Kind::Probe, &json!({}), "200 {}".into()),
         _ => {}
     }
+    if req.method == "POST" && path.ends_with("/chat/completions") {
+        return openai(shared, seq, req, body);
+    }
+    if req.method == "POST"
+        && (path.ends_with(":generateContent")
+            || path.ends_with(":streamGenerateContent")
+            || path.ends_with(":countTokens"))
+    {
+        return gemini(shared, seq, req, path, body);
+    }
     if req.method == "POST" && path.ends_with("/count_tokens") {
         let n = (req.body.len() / 4).max(1);
         return Answer::json(
@@ -647,32 +981,12 @@ fn route(shared: &Shared, seq: usize, req: &Request, body: &Value) -> Answer {
         .unwrap_or("claude-volee-test")
         .to_string();
     let input_tokens = (req.body.len() / 4).max(1);
-    let (kind, turn) = if tool_names(body).iter().any(|n| n == ModelServer::MAIN_TOOL) {
-        let turn = body
-            .get("messages")
-            .and_then(Value::as_array)
-            .map(|m| {
-                m.iter()
-                    .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-                    .count()
-            })
-            .unwrap_or(0);
-        match shared.script.get(turn) {
-            Some(t) => (Kind::Main { turn }, t.clone()),
-            None => (
-                Kind::Exhausted { turn },
-                Turn::text("(volee model server: the script has no more turns)"),
-            ),
-        }
-    } else {
-        (Kind::Side, Turn::Text(side_text(body)))
-    };
-    if matches!(kind, Kind::Main { .. } | Kind::Exhausted { .. }) {
-        let delay = shared.main_delay_ms.load(Ordering::SeqCst);
-        if delay > 0 {
-            std::thread::sleep(Duration::from_millis(delay));
-        }
-    }
+    let (kind, turn) = pick_turn(
+        shared,
+        &tool_names(body),
+        count_role(body, "assistant"),
+        || side_text(body),
+    );
     let (block, stop_reason, tool_use_ids, describe) = match &turn {
         Turn::ToolUse { name, input } => {
             let id = format!("toolu_volee_{seq}_0");
@@ -759,14 +1073,7 @@ fn route(shared: &Shared, seq: usize, req: &Request, body: &Value) -> Answer {
     for (name, data) in events {
         sse.push_str(&format!("event: {name}\ndata: {data}\n\n"));
     }
-    Answer {
-        status: "200 OK",
-        content_type: "text/event-stream",
-        body: sse.into_bytes(),
-        kind,
-        tool_use_ids,
-        describe,
-    }
+    Answer::sse(kind, Wire::Anthropic, sse, tool_use_ids, describe)
 }
 
 /// The text of a side answer: JSON matching `output_config.format`'s schema when one is asked
@@ -925,5 +1232,100 @@ mod tests {
             server.exchanges().last().unwrap().kind,
             Kind::Exhausted { turn: 1 }
         );
+    }
+
+    #[test]
+    fn openai_chat_completions_with_tool_calls() {
+        let server = ModelServer::start(vec![
+            Turn::tool("run_shell_command", json!({"command": "touch x"})),
+            Turn::text("done"),
+        ]);
+        let addr = server.addr();
+        let tools = json!([{"type": "function", "function": {"name": "run_shell_command"}}]);
+        // A side request (no tools, a JSON schema): no turn consumed.
+        let (_, side) = post(
+            addr,
+            "/v1/chat/completions",
+            &json!({"model": "m", "messages": [{"role": "user", "content": "t"}],
+                    "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {"title": {"type": "string"}}}}}}),
+        );
+        let side: Value = serde_json::from_str(&side).unwrap();
+        assert_eq!(
+            side["choices"][0]["message"]["content"],
+            r#"{"title":"volee test"}"#
+        );
+        let (head, sse) = post(
+            addr,
+            "/v1/chat/completions",
+            &json!({"model": "m", "stream": true, "tools": tools, "messages": [{"role": "user", "content": "go"}]}),
+        );
+        assert!(head.contains("text/event-stream"), "{head}");
+        assert!(sse.contains("\"tool_calls\""), "{sse}");
+        assert!(sse.contains("\"finish_reason\":\"tool_calls\""), "{sse}");
+        assert!(sse.ends_with("data: [DONE]\n\n"), "{sse}");
+        let id = server.main_exchanges()[0].tool_use_ids[0].clone();
+        assert!(server.check_tool_results().is_err(), "no follow-up yet");
+        let (_, answer) = post(
+            addr,
+            "/chat/completions",
+            &json!({"model": "m", "tools": tools, "messages": [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "run_shell_command", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": id, "content": ""}
+            ]}),
+        );
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(answer["choices"][0]["message"]["content"], "done");
+        server.check_tool_results().unwrap();
+        assert!(server.exchanges().iter().all(|e| e.wire == Wire::OpenAi));
+    }
+
+    #[test]
+    fn gemini_generate_content_with_function_calls() {
+        let server = ModelServer::start(vec![
+            Turn::tool("run_shell_command", json!({"command": "touch x"})),
+            Turn::text("done"),
+        ]);
+        let addr = server.addr();
+        let tools = json!([{"functionDeclarations": [{"name": "run_shell_command"}, {"name": "read_file"}]}]);
+        let (_, side) = post(
+            addr,
+            "/v1beta/models/gemini-2.5-flash-lite:generateContent",
+            &json!({"contents": [{"role": "user", "parts": [{"text": "t"}]}],
+                    "generationConfig": {"responseSchema": {"type": "OBJECT", "properties": {"next_speaker": {"type": "STRING", "enum": ["user", "model"]}}}}}),
+        );
+        let side: Value = serde_json::from_str(&side).unwrap();
+        assert_eq!(
+            side["candidates"][0]["content"]["parts"][0]["text"],
+            r#"{"next_speaker":"user"}"#
+        );
+        let (head, sse) = post(
+            addr,
+            "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
+            &json!({"tools": tools, "contents": [{"role": "user", "parts": [{"text": "go"}]}]}),
+        );
+        assert!(head.contains("text/event-stream"), "{head}");
+        assert!(sse.starts_with("data: {"), "{sse}");
+        assert!(sse.contains("\"functionCall\""), "{sse}");
+        let id = server.main_exchanges()[0].tool_use_ids[0].clone();
+        assert!(server.check_tool_results().is_err(), "no follow-up yet");
+        let (_, sse) = post(
+            addr,
+            "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
+            &json!({"tools": tools, "contents": [
+                {"role": "user", "parts": [{"text": "go"}]},
+                {"role": "model", "parts": [{"functionCall": {"id": id, "name": "run_shell_command", "args": {}}}]},
+                {"role": "user", "parts": [{"functionResponse": {"id": id, "name": "run_shell_command", "response": {"output": ""}}}]}
+            ]}),
+        );
+        assert!(sse.contains("\"text\":\"done\""), "{sse}");
+        server.check_tool_results().unwrap();
+        let (_, count) = post(
+            addr,
+            "/v1beta/models/gemini-2.5-pro:countTokens",
+            &json!({"contents": []}),
+        );
+        assert!(count.contains("totalTokens"), "{count}");
+        assert!(server.exchanges().iter().all(|e| e.wire == Wire::Gemini));
     }
 }

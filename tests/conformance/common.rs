@@ -1,0 +1,525 @@
+//! What the conformance tests share: the test's own hook logger's payloads, the watcher's
+//! timeline, and the diagnostics printed on a failure.
+
+use std::cell::{Cell, RefCell};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use volee_test_support::model_server::ModelServer;
+use volee_test_support::{wait_until, TestEnv};
+
+use crate::Observed;
+
+/// The hook payloads the test's logger wrote, in the order they ran.
+pub fn hook_payloads(dir: &Path) -> Vec<Value> {
+    timed_hook_payloads(dir)
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect()
+}
+
+/// The hook payloads with the wall-clock time their hook started (ns since the epoch, from the
+/// logger's file name).
+pub fn timed_hook_payloads(dir: &Path) -> Vec<(u128, Value)> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+        .iter()
+        .filter_map(|f| {
+            let name = f.file_name()?.to_str()?;
+            let ns: u128 = name.split('-').next()?.parse().ok()?;
+            Some((ns, serde_json::from_slice(&std::fs::read(f).ok()?).ok()?))
+        })
+        .collect()
+}
+
+pub fn event_line(p: &Value) -> String {
+    let name = p["hook_event_name"].as_str().unwrap_or("?");
+    let detail = p["notification_type"]
+        .as_str()
+        .or(p["tool_name"].as_str())
+        .or(p["source"].as_str())
+        .or(p["reason"].as_str())
+        .unwrap_or("");
+    if detail.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}({detail})")
+    }
+}
+
+/// The first observation of `state` (after `after`) in the watcher's timeline, waiting for the
+/// watcher to catch up with a `volee wait` that already returned.
+pub fn seen_by_watcher(
+    timeline: &Mutex<Vec<Observed>>,
+    state: &str,
+    after: Option<Instant>,
+) -> Observed {
+    wait_until(
+        &format!("volee ls --json to show {state}"),
+        Duration::from_secs(5),
+        || {
+            timeline
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .find(|o| o.state == state && after.is_none_or(|a| o.at > a))
+                .cloned()
+        },
+        || "not seen".into(),
+    )
+}
+
+/// Splits off short-lived states from a secondary source (screen, listing) that interrupt a run of
+/// one state and give way to it again within a second: e.g. `idle (hook Stop)` → `working (rule
+/// claude.working-footer)` 5 ms later → `idle (rule claude.idle-footer)`. Such a blip was a real
+/// bug (a screen match dated by when it was read rather than by the output it shows, so a stale
+/// screen overrode a newer hook); it is fixed, and the test now fails on any blip.
+/// Returns (kept observations, descriptions of the blips found).
+pub fn transient_blips(seen: &[Observed]) -> (Vec<Observed>, Vec<String>) {
+    let mut kept: Vec<Observed> = Vec::new();
+    let mut blips = Vec::new();
+    let mut i = 0;
+    while i < seen.len() {
+        let o = &seen[i];
+        let before = kept.last().map(|k| k.state.clone());
+        // The run of observations with o's state.
+        let mut j = i;
+        while j + 1 < seen.len() && seen[j + 1].state == o.state {
+            j += 1;
+        }
+        let after = seen.get(j + 1);
+        let secondary = seen[i..=j]
+            .iter()
+            .all(|x| x.source == "screen" || x.source == "listing");
+        let short = after.is_some_and(|a| a.at.duration_since(o.at) < Duration::from_secs(1));
+        if secondary
+            && short
+            && before.is_some()
+            && after.map(|a| &a.state) == before.as_ref()
+            && before.as_deref() != Some(o.state.as_str())
+        {
+            let ms = after.map_or(0, |a| a.at.duration_since(o.at).as_millis());
+            blips.push(format!(
+                "{} → {} ({}: {}) for {ms} ms → {}",
+                before.unwrap_or_default(),
+                o.state,
+                o.source,
+                o.evidence,
+                after.map_or("", |a| a.state.as_str())
+            ));
+        } else {
+            kept.extend(seen[i..=j].iter().cloned());
+        }
+        i = j + 1;
+    }
+    (kept, blips)
+}
+
+/// On a failure: everything needed to see why. Always: kill the harness's process group if it is
+/// still running (Gemini survives its pane).
+pub struct Diagnostics<'a> {
+    pub harness: &'static str,
+    /// Is this pid (volee's record of the agent) still the harness's? Then its process group is
+    /// killed when the test ends.
+    pub is_harness: &'a dyn Fn(i32) -> bool,
+    pub env: &'a TestEnv,
+    pub server: &'a ModelServer,
+    pub hook_log: &'a Path,
+    pub timeline: &'a Mutex<Vec<Observed>>,
+    pub started: Instant,
+    pub id: RefCell<Option<String>>,
+    pub pid: Cell<Option<i32>>,
+}
+
+impl Drop for Diagnostics<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "\n======== {} conformance: diagnostics ========",
+                self.harness
+            );
+            if let Some(id) = self.id.borrow().as_ref() {
+                for args in [vec!["peek", id, "-n", "60"], vec!["explain", id]] {
+                    let out = self.env.run(&args);
+                    eprintln!(
+                        "---- volee {}\n{}{}",
+                        args.join(" "),
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+            }
+            eprintln!("---- states seen in volee ls --json");
+            for o in self
+                .timeline
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+            {
+                eprintln!("{}", o.line(self.started));
+            }
+            eprintln!("---- model server requests\n{}", self.server.summary());
+            let events: Vec<String> = hook_payloads(self.hook_log)
+                .iter()
+                .map(event_line)
+                .collect();
+            eprintln!("---- hook events (test's logger)\n{}", events.join(" → "));
+            eprintln!("---- daemon log tail\n{}", self.env.log_tail());
+            eprintln!("======== end of diagnostics ========\n");
+        }
+        if let Some(pid) = self.pid.get() {
+            if (self.is_harness)(pid) {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
+/// A shell command for a hook entry that writes the hook's stdin to `dir`, one file per call,
+/// named by the start time in ns (read back by [`timed_hook_payloads`]).
+pub fn logger_command(dir: &Path) -> String {
+    format!("cat > '{}'/\"$(date +%s%N)-$$.json\"", dir.display())
+}
+
+/// Does the process `pid` run a program whose command line mentions `needle` (a node harness
+/// shows `node` as its name; its argv names the package)?
+pub fn cmdline_mentions(pid: i32, needle: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).contains(needle))
+        .unwrap_or(false)
+}
+
+/// What differs between harnesses in the common conformance sequence ([`drive`]).
+pub struct Spec<'a> {
+    /// volee's profile name (`--harness`).
+    pub harness: &'static str,
+    pub display: &'static str,
+    /// `harness_version` volee must report (`PROGRAM --version`'s first line).
+    pub version_line: String,
+    pub prompt: &'static str,
+    /// The evidence of the first hook-driven state (working).
+    pub first_working: &'a [&'static str],
+    /// Accepted evidence of the permission prompt's needs_you.
+    pub needs_you: &'a [&'static str],
+    /// Text of the permission dialog on screen.
+    pub dialog: &'static str,
+    /// What `volee send` types to approve once.
+    pub approve: &'static str,
+    /// Accepted evidence of the idle at the end of the turn.
+    pub idle: &'a [&'static str],
+    /// What `volee send` types to end the harness.
+    pub exit: &'static str,
+    /// The exit status volee must record.
+    pub exit_status: i64,
+    /// Hook events (as [`event_line`] prints them, by prefix) that must have fired.
+    pub events: &'a [&'static str],
+    /// Events that must have fired in this order (first occurrences).
+    pub order: &'a [&'static str],
+    /// The event that tells the session ended, waited for after the exit (if the harness has it).
+    pub end_event: Option<&'static str>,
+    /// A request header that carries the session id, checked when present.
+    pub session_header: Option<&'static str>,
+    /// Extra lines for the report (the seeding).
+    pub report: Vec<String>,
+}
+
+/// The common conformance sequence, for a harness whose HOME, environment and model server the
+/// caller has set up: launch → working (hooks) → needs_you (hooks) → approve with `volee send` →
+/// working → idle (hooks) → the marker exists → end it with `volee send` → done; the hook
+/// payloads carry volee's session id; every tool call was answered once. Prints the timeline and
+/// the tool call → needs_you time.
+pub fn drive(
+    spec: &Spec,
+    env: &TestEnv,
+    server: &ModelServer,
+    hook_log: &Path,
+    marker: &Path,
+    is_harness: &dyn Fn(i32) -> bool,
+) {
+    use std::sync::atomic::AtomicBool;
+    let started = Instant::now();
+    let timeline = Mutex::new(Vec::<Observed>::new());
+    let diag = Diagnostics {
+        harness: spec.harness,
+        is_harness,
+        env,
+        server,
+        hook_log,
+        timeline: &timeline,
+        started,
+        id: RefCell::new(None),
+        pid: Cell::new(None),
+    };
+    let stop_watching = AtomicBool::new(false);
+
+    std::thread::scope(|scope| {
+        let _stop = crate::SetOnDrop(&stop_watching);
+        let id = env.ok([
+            "launch",
+            "--harness",
+            spec.harness,
+            "--host",
+            "tmux:main",
+            "--name",
+            "conformance",
+            spec.prompt,
+        ]);
+        *diag.id.borrow_mut() = Some(id.clone());
+        let launched = env.agent(&id);
+        diag.pid.set(launched["pid"].as_u64().map(|p| p as i32));
+        let (stop_ref, timeline_ref, watch_id) = (&stop_watching, &timeline, id.clone());
+        let watcher =
+            scope.spawn(move || crate::watch_states(env, &watch_id, stop_ref, timeline_ref));
+        assert_eq!(launched["harness"], spec.harness);
+        assert_eq!(launched["profile_fit"], "measured", "{launched}");
+        assert_eq!(launched["harness_version"], spec.version_line.as_str());
+        let command = launched["command"].to_string();
+        assert!(
+            !command.contains("permission")
+                && !command.contains("approval")
+                && !command.contains("yolo"),
+            "volee must not pass a permission flag: {command}"
+        );
+
+        // 1. working, from the hooks.
+        let working = wait_until(
+            "a state from the hooks",
+            Duration::from_secs(60),
+            || {
+                timeline
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .find(|o| o.source == "hooks")
+                    .cloned()
+            },
+            || format!("{}", env.agent(&id)),
+        );
+        assert_eq!(working.state, "working", "{working:?}");
+        assert!(
+            spec.first_working.contains(&working.evidence.as_str()),
+            "{working:?}"
+        );
+
+        // 2. needs_you: the permission prompt, reported by the hooks.
+        assert_eq!(env.wait_state(&id, "needs_you", 60), "needs_you");
+        let asked = seen_by_watcher(&timeline, "needs_you", None);
+        let tool_sent = server
+            .first_tool_use_answered()
+            .expect("the model server answered with a tool call");
+        let tool_to_needs_you = asked.at.saturating_duration_since(tool_sent);
+        assert_eq!(asked.source, "hooks", "{asked:?}");
+        assert!(
+            spec.needs_you.contains(&asked.evidence.as_str()),
+            "{asked:?}"
+        );
+        assert!(!marker.exists(), "the tool ran before it was approved");
+        wait_until(
+            "the permission dialog on screen",
+            Duration::from_secs(5),
+            || {
+                env.ok(["peek", &id, "-n", "40"])
+                    .contains(spec.dialog)
+                    .then_some(())
+            },
+            || env.ok(["peek", &id, "-n", "40"]),
+        );
+        let dialog_after_needs_you = asked.at.elapsed();
+        // A user takes a moment: the prompt stays needs_you, and nothing runs meanwhile.
+        std::thread::sleep(Duration::from_millis(1500));
+        let held = env.agent(&id);
+        assert_eq!(held["state"], "needs_you", "{held}");
+        assert!(!marker.exists(), "the tool ran before it was approved");
+
+        // 3. Approve once.
+        let sent = env.ok(["send", &id, spec.approve]);
+        assert!(sent.contains("now working"), "{sent}");
+
+        // 4. The turn ends: idle from the hooks, and the tool really ran.
+        assert_eq!(env.wait_state(&id, "idle", 60), "idle");
+        assert!(marker.exists(), "the approved command did not run");
+        let finished = seen_by_watcher(&timeline, "idle", Some(asked.at));
+        assert_eq!(finished.source, "hooks", "{finished:?}");
+        assert!(
+            spec.idle.contains(&finished.evidence.as_str()),
+            "{finished:?}"
+        );
+        let settled = Instant::now();
+        wait_until(
+            "idle for 1 s without a break",
+            Duration::from_secs(15),
+            || {
+                let t = timeline.lock().unwrap_or_else(|e| e.into_inner());
+                let last = t.last()?;
+                let since = last.at.max(settled);
+                (last.state == "idle" && since.elapsed() >= Duration::from_secs(1)).then_some(())
+            },
+            || format!("{}", env.agent(&id)),
+        );
+
+        // The model saw exactly the conversation it should have.
+        server.check_tool_results().unwrap();
+        let mains = server.main_exchanges();
+        assert_eq!(mains.len(), 2, "{}", server.summary());
+        assert!(
+            mains
+                .iter()
+                .all(|e| matches!(e.kind, volee_test_support::model_server::Kind::Main { .. })),
+            "{}",
+            server.summary()
+        );
+
+        // 5. The session id volee holds is the one in the hook payloads.
+        let view = env.agent(&id);
+        let session = view["session_id"]
+            .as_str()
+            .expect("a session id")
+            .to_string();
+        assert!(
+            command.contains(&session),
+            "volee preset the session id: {command}"
+        );
+        let payloads = hook_payloads(hook_log);
+        assert!(!payloads.is_empty(), "the test's hook logger saw nothing");
+        for p in &payloads {
+            assert_eq!(p["session_id"], session.as_str(), "{p}");
+        }
+        if let Some(header) = spec.session_header {
+            for e in &mains {
+                if let Some(h) = e.header(header) {
+                    assert_eq!(h, session, "request #{}", e.seq);
+                }
+            }
+        }
+
+        // 6. End it the way a user does.
+        let out = env.ok(["send", &id, spec.exit]);
+        eprintln!("volee send {id} {}: {out}", spec.exit);
+        assert_eq!(env.wait_state(&id, "done", 30), "done");
+        let ended = env.agent(&id);
+        assert_eq!(ended["exit_status"], spec.exit_status, "{ended}");
+        if let Some(end) = spec.end_event {
+            wait_until(
+                &format!("the {end} hook"),
+                Duration::from_secs(10),
+                || {
+                    hook_payloads(hook_log)
+                        .iter()
+                        .any(|p| p["hook_event_name"] == end)
+                        .then_some(())
+                },
+                || format!("no {end} payload"),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        drop(_stop);
+        let (polls, polling) = watcher.join().unwrap();
+
+        let seen = timeline.lock().unwrap().clone();
+        let first_hook = seen
+            .iter()
+            .position(|o| o.source == "hooks")
+            .expect("a hook-driven state");
+        for o in &seen[..first_hook] {
+            assert!(
+                o.state == "working" || o.state == "idle",
+                "before any hook: {o:?}"
+            );
+        }
+        let (kept, blips) = transient_blips(&seen[first_hook..]);
+        let mut states: Vec<&str> = Vec::new();
+        for o in &kept {
+            if states.last() != Some(&o.state.as_str()) {
+                states.push(&o.state);
+            }
+        }
+        let events: Vec<String> = hook_payloads(hook_log).iter().map(event_line).collect();
+        eprintln!(
+            "\n==== {} {} through volee ====",
+            spec.display, spec.version_line
+        );
+        for line in &spec.report {
+            eprintln!("{line}");
+        }
+        eprintln!("launch command: {command}");
+        eprintln!("hook events: {}", events.join(" → "));
+        eprintln!("model server:\n{}", server.summary());
+        let header_names: Vec<&str> = mains[0].headers.iter().map(|(k, _)| k.as_str()).collect();
+        eprintln!("first main request's headers: {}", header_names.join(", "));
+        eprintln!(
+            "volee ls --all --json, {polls} polls, one every {:.1} ms:",
+            polling.as_secs_f64() * 1000.0 / polls.max(1) as f64
+        );
+        for o in &seen {
+            eprintln!("  {}", o.line(started));
+        }
+        eprintln!(
+            "tool call answered → needs_you in volee ls: {:.0} ms",
+            tool_to_needs_you.as_secs_f64() * 1000.0
+        );
+        eprintln!(
+            "  the dialog was on screen at most {:.0} ms after needs_you",
+            dialog_after_needs_you.as_secs_f64() * 1000.0
+        );
+        let tool_wall = mains[0]
+            .answered_wall
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let timed = timed_hook_payloads(hook_log);
+        let mut after_tool = Vec::new();
+        for (ns, p) in &timed {
+            if *ns >= tool_wall {
+                after_tool.push(format!(
+                    "{} +{:.0} ms",
+                    event_line(p),
+                    (*ns - tool_wall) as f64 / 1e6
+                ));
+            }
+        }
+        eprintln!(
+            "  hooks started after the tool call: {}",
+            after_tool.join(", ")
+        );
+        eprintln!("total: {:.1} s", started.elapsed().as_secs_f64());
+        assert!(blips.is_empty(), "stale-source blips: {blips:#?}");
+        assert_eq!(
+            states,
+            ["working", "needs_you", "working", "idle", "done"],
+            "state sequence"
+        );
+        for expected in spec.events {
+            assert!(
+                events.iter().any(|e| e.starts_with(expected)),
+                "no {expected} among {events:?}"
+            );
+        }
+        let order: Vec<&str> = events
+            .iter()
+            .map(|e| e.split('(').next().unwrap_or(""))
+            .collect();
+        let pos = |name: &str| {
+            order
+                .iter()
+                .position(|e| *e == name)
+                .unwrap_or_else(|| panic!("no {name} among {events:?}"))
+        };
+        for w in spec.order.windows(2) {
+            assert!(
+                pos(w[0]) < pos(w[1]),
+                "{} before {}: {events:?}",
+                w[0],
+                w[1]
+            );
+        }
+    });
+    drop(diag);
+}
