@@ -167,6 +167,15 @@ fn a_missing_harness_names_its_package() {
     assert!(stderr.contains("@anthropic-ai/claude-code"), "{stderr}");
 }
 
+/// Is `path` owned by root and not group/other-writable, and every directory above it too?
+fn root_owned_chain(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    path.ancestors().all(|p| {
+        p.as_os_str().is_empty()
+            || std::fs::metadata(p).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0)
+    })
+}
+
 /// A stand-in for a harness whose hooks come from a file volee names (`config_of` prints its
 /// path): version, then a turn played through the hook commands in that file.
 fn install_scripted(env: &mut TestEnv, program: &str, version: &str, config_of: &str, turn: &str) {
@@ -187,9 +196,13 @@ exec sleep 120
 
 #[test]
 fn gemini_hooks_come_from_a_merged_system_defaults_file() {
-    let Some((_serial, mut env)) = setup() else {
+    // Gemini reads a system defaults file only when root owns it and every directory above it:
+    // the environment lives under the target dir (root's, on CI), not /tmp.
+    let parent = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let Some((_serial, mut env)) = crate::setup_in(parent) else {
         return;
     };
+    let secure = root_owned_chain(env.root());
     // An administrator's system defaults, named by the variable volee must honour and keep.
     let admin = env.root().join("admin-defaults.json");
     std::fs::write(
@@ -214,7 +227,28 @@ hook AfterTool ''
 sleep 1
 hook AfterAgent ''"#,
     );
-    let id = env.ok(["launch", "--harness", "gemini", "--host", "tmux:main", "go"]);
+    let out = env.run(["launch", "--harness", "gemini", "--host", "tmux:main", "go"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !secure {
+        // Not root's all the way up: volee must not name a file Gemini would skip (it would then
+        // run without the administrator's defaults too), and says why there are no hooks.
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("gets no hooks"), "{stderr}");
+        assert!(!env.agent(&id)["command"]
+            .to_string()
+            .contains("system-defaults"));
+        assert!(!std::fs::read_to_string(&admin).unwrap().contains("volee"));
+        eprintln!(
+            "not root-owned ({}): checked the no-hooks path only",
+            env.root().display()
+        );
+        return;
+    }
     assert_eq!(env.wait_state(&id, "needs_you", 10), "needs_you");
     assert_eq!(env.agent(&id)["evidence"], "hook Notification");
     env.ok(["send", &id, "y"]);

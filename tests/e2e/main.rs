@@ -28,6 +28,17 @@ pub fn setup() -> Option<(MutexGuard<'static, ()>, TestEnv)> {
     Some((guard, env))
 }
 
+/// `setup` with the environment's directory under `parent`.
+pub fn setup_in(parent: &std::path::Path) -> Option<(MutexGuard<'static, ()>, TestEnv)> {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require("tmux", "volee's end-to-end tests") {
+        return None;
+    }
+    let env = TestEnv::new_in(env!("CARGO_BIN_EXE_volee"), parent);
+    env.start_tmux();
+    Some((guard, env))
+}
+
 /// `volee launch --host tmux:main --name NAME -- sh -c SCRIPT`, returning the id.
 pub fn launch_sh(env: &TestEnv, name: &str, script: &str) -> String {
     env.ok([

@@ -142,6 +142,15 @@ fn system_defaults_file(harness: &str, var: &str, volee_bin: &str) -> CliResult<
     Ok(ours)
 }
 
+/// Is `path` owned by root and not group/other-writable, and so is every directory above it?
+fn root_owned_chain(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    path.ancestors().all(|p| {
+        p.as_os_str().is_empty()
+            || std::fs::metadata(p).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0)
+    })
+}
+
 fn write_private_json(dir: &Path, path: &Path, value: &serde_json::Value) -> CliResult {
     volee_daemon::paths::ensure_private_dir(dir)
         .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
@@ -191,7 +200,17 @@ pub fn launch_line(profile: &Profile, opts: &LaunchOptions) -> CliResult<Harness
         }
         Instrumentation::SystemDefaultsEnv(var) => {
             let file = system_defaults_file(profile.name, var, &bin)?;
-            env.push((var.to_string(), file.display().to_string()));
+            // Gemini skips a system defaults file unless it and every directory above it belong
+            // to root and are not group/other-writable — and then runs with no system defaults
+            // at all. Naming an insecure file would drop the administrator's settings too.
+            if profile.name == "gemini" && !root_owned_chain(&file) {
+                eprintln!(
+                    "warning: Gemini only reads a system defaults file that root owns all the way up ({} is not): this agent gets no hooks; its states come from the title and screen",
+                    file.display()
+                );
+            } else {
+                env.push((var.to_string(), file.display().to_string()));
+            }
         }
         // The daemon writes it when it records the agent, and removes it (docs/adr/0005).
         Instrumentation::OwnHooksFile(_) => {}

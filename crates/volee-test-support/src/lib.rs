@@ -51,9 +51,16 @@ pub struct TestEnv {
 impl TestEnv {
     /// `bin` is `env!("CARGO_BIN_EXE_volee")`.
     pub fn new(bin: impl Into<PathBuf>) -> TestEnv {
+        TestEnv::new_in(bin, std::env::temp_dir())
+    }
+
+    /// The same, with its temp dir under `parent` (e.g. a root-owned directory for harnesses that
+    /// only read root-owned files).
+    pub fn new_in(bin: impl Into<PathBuf>, parent: impl AsRef<Path>) -> TestEnv {
+        std::fs::create_dir_all(parent.as_ref()).unwrap();
         let dir = tempfile::Builder::new()
             .prefix("volee-test-")
-            .tempdir()
+            .tempdir_in(parent)
             .unwrap();
         for sub in ["home", "volee", "tmux", "work"] {
             std::fs::create_dir_all(dir.path().join(sub)).unwrap();
