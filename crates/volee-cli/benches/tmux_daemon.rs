@@ -6,7 +6,8 @@
 //! 2. the daemon at steady state with N idle agents: CPU, process spawns, RSS;
 //! 3. `volee ls --json` round trip: socket request in-process, and the whole command.
 //!
-//! `cargo bench -p volee-cli --bench tmux_daemon` (env: BELLS=100, AGENTS=50, IDLE_SECS=60).
+//! `cargo bench -p volee-cli --bench tmux_daemon` (env: BELLS=100, AGENTS=50, IDLE_SECS=60,
+//! DISCOVERY=3s to include the periodic /proc scan).
 //! Prints a markdown table for docs/benchmarks.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -91,6 +92,14 @@ fn main() {
     let idle_secs = env_num("IDLE_SECS", 60);
 
     let env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
+    // DISCOVERY=3s measures the daemon with its periodic /proc scan on (TestEnv turns it off).
+    if let Ok(interval) = std::env::var("DISCOVERY") {
+        std::fs::write(
+            env.volee_home().join("config/config.toml"),
+            format!("discovery_interval = \"{interval}\"\n"),
+        )
+        .unwrap();
+    }
     env.start_tmux();
     env.ok(["tmux-init"]);
     let paths = paths(&env);

@@ -34,18 +34,26 @@ pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
         .ok()?;
     let comm = String::from_utf8_lossy(&bytes[open + 1..close]).into_owned();
     let rest = std::str::from_utf8(bytes.get(close + 1..)?).ok()?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
     // After the name: state(0) ppid(1) pgrp(2) session(3) tty_nr(4) tpgid(5) … starttime(19).
+    // Walk the fields once without collecting them (this runs for every process on the machine).
+    let mut f = rest.split_ascii_whitespace();
+    let state = f.next()?.chars().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    let pgrp = f.next()?.parse().ok()?;
+    let session = f.next()?.parse().ok()?;
+    let tty_nr = f.next()?.parse::<i64>().ok()? as u32;
+    let tpgid = f.next()?.parse().ok()?;
+    let start_time = f.nth(13)?.parse().ok()?;
     Some(Stat {
         pid,
         comm,
-        state: f.first()?.chars().next()?,
-        ppid: f.get(1)?.parse().ok()?,
-        pgrp: f.get(2)?.parse().ok()?,
-        session: f.get(3)?.parse().ok()?,
-        tty_nr: f.get(4)?.parse::<i64>().ok()? as u32,
-        tpgid: f.get(5)?.parse().ok()?,
-        start_time: f.get(19)?.parse().ok()?,
+        state,
+        ppid,
+        pgrp,
+        session,
+        tty_nr,
+        tpgid,
+        start_time,
     })
 }
 
