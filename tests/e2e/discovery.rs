@@ -3,6 +3,7 @@
 //! a vanished one ends as `stopped`.
 
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -66,7 +67,7 @@ fn processes_started_elsewhere_are_discovered_with_their_host() {
         .trim()
         .to_string();
     // 2. On a bare pty, outside any multiplexer.
-    let mut bare = Command::new("script")
+    let bare = Command::new("script")
         .args(["-qfc", claude.to_str().unwrap(), "/dev/null"])
         .env_remove("TMUX")
         .stdin(Stdio::piped())
@@ -74,7 +75,10 @@ fn processes_started_elsewhere_are_discovered_with_their_host() {
         .process_group(0)
         .spawn()
         .unwrap();
-    use std::os::unix::process::CommandExt;
+    let _bare = KillOnDrop {
+        child: bare,
+        pattern: claude.display().to_string(),
+    };
     // 3. One volee launched: listed once, as launched.
     let launched = env.ok(["launch", "--harness", "claude", "--host", "tmux:main", "hi"]);
 
@@ -126,9 +130,30 @@ fn processes_started_elsewhere_are_discovered_with_their_host() {
         || env.agent(&in_pane).to_string(),
     );
     assert_eq!(env.agent(&in_pane)["evidence"], "process gone");
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(bare.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    let _ = bare.wait();
+}
+
+/// Ends the `script` process and the program it runs on its own pty (which `script` puts in a
+/// session of its own, out of reach of a signal to `script`'s group).
+struct KillOnDrop {
+    child: std::process::Child,
+    pattern: String,
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(&self.pattern) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
