@@ -243,3 +243,30 @@ fn a_killed_pane_takes_its_hangup_ignoring_processes_with_it() {
         env.log_tail()
     );
 }
+
+#[test]
+fn a_session_watched_again_after_its_last_agent_ended_is_watched_once() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    // The last agent of `main` ends: its control client is closed. A new agent there opens a new
+    // one; the old one's late "closed" report must not tear the new one down (it did: a loop of
+    // reconnections, thousands of tmux processes a minute).
+    let first = launch_sh(&env, "first", "exec sleep 60");
+    env.wait_state(&first, "idle", 8);
+    env.ok(["stop", &first]);
+    let second = launch_sh(
+        &env,
+        "second",
+        "echo hi; sleep 2.5; printf '\\a'; exec sleep 60",
+    );
+    assert_eq!(env.wait_state(&second, "needs_you", 10), "needs_you");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let log = std::fs::read_to_string(env.volee_home().join("state/volee.log")).unwrap();
+    let closed = log.matches("control connection to").count();
+    assert!(
+        closed <= 2,
+        "{closed} connection churns:\n{}",
+        env.log_tail()
+    );
+}

@@ -213,7 +213,14 @@ fn main() {
     for _ in 0..200 {
         let t = Instant::now();
         match client.request(&Request::List { all: false }).unwrap() {
-            Response::Agents { agents: a } => assert!(a.len() >= agents),
+            Response::Agents { agents: a } => assert!(
+                a.len() >= agents,
+                "{} live: {:?}",
+                a.len(),
+                a.iter()
+                    .map(|x| (&x.name, x.state, &x.evidence))
+                    .collect::<Vec<_>>()
+            ),
             other => panic!("{other:?}"),
         }
         socket_ms.push(t.elapsed().as_secs_f64() * 1000.0);

@@ -1094,7 +1094,12 @@ impl Daemon {
     async fn on_connection_event(&mut self, event: ConnectionEvent) {
         match event {
             ConnectionEvent::Event(key, event) => self.on_control_event(key, event).await,
-            ConnectionEvent::Closed(key) => {
+            ConnectionEvent::Closed(key, serial) => {
+                // A connection replaced or dropped on purpose still reports its end: only the
+                // current one's end means the session or server went away.
+                if self.conns.get(&key).map(ControlConnection::serial) != Some(serial) {
+                    return;
+                }
                 tracing::info!("control connection to {:?} closed", key.session);
                 self.conns.remove(&key);
                 self.resync_server(&key.socket).await;

@@ -25,8 +25,9 @@ pub struct SessionKey {
 #[derive(Debug)]
 pub enum ConnectionEvent {
     Event(SessionKey, ControlEvent),
-    /// The control client ended (session destroyed, server gone, or killed).
-    Closed(SessionKey),
+    /// The control client ended (session destroyed, server gone, or killed). The number is the
+    /// connection's [`ControlConnection::serial`]: a newer connection may hold the same key.
+    Closed(SessionKey, u64),
 }
 
 /// A command's reply block.
@@ -85,9 +86,12 @@ impl CommandSender {
     }
 }
 
+static NEXT_SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// Handle to a running control client. Dropping it ends the client.
 pub struct ControlConnection {
     key: SessionKey,
+    serial: u64,
     commands: mpsc::UnboundedSender<Pending>,
     pid: Option<u32>,
 }
@@ -115,10 +119,19 @@ impl ControlConnection {
                 source,
             })?;
         let pid = child.id();
+        let serial = NEXT_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(key.clone(), child_io(&mut child), child, rx, events));
+        tokio::spawn(run(
+            key.clone(),
+            serial,
+            child_io(&mut child),
+            child,
+            rx,
+            events,
+        ));
         Ok(ControlConnection {
             key,
+            serial,
             commands: tx,
             pid,
         })
@@ -126,6 +139,12 @@ impl ControlConnection {
 
     pub fn key(&self) -> &SessionKey {
         &self.key
+    }
+
+    /// Unique among the connections of this process (tells a replaced connection's `Closed` from
+    /// the current one's).
+    pub fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// The control client's process id (to recognise it in `list-clients`).
@@ -172,13 +191,14 @@ fn child_io(child: &mut Child) -> ChildIo {
 
 async fn run(
     key: SessionKey,
+    serial: u64,
     (stdin, stdout): ChildIo,
     child: Child,
     mut commands: mpsc::UnboundedReceiver<Pending>,
     events: mpsc::UnboundedSender<ConnectionEvent>,
 ) {
     let (Some(mut stdin), Some(mut stdout)) = (stdin, stdout) else {
-        let _ = events.send(ConnectionEvent::Closed(key));
+        let _ = events.send(ConnectionEvent::Closed(key, serial));
         return;
     };
     let mut parser = ControlParser::new();
@@ -207,7 +227,7 @@ async fn run(
                                 attached = true;
                                 for pending in std::mem::take(&mut held) {
                                     if write_command(&mut stdin, pending, &mut waiting).await.is_err() {
-                                        return finish(key, stdin, child, events).await;
+                                        return finish(key, serial, stdin, child, events).await;
                                     }
                                 }
                             }
@@ -230,7 +250,7 @@ async fn run(
             }
         }
     }
-    finish(key, stdin, child, events).await;
+    finish(key, serial, stdin, child, events).await;
 }
 
 async fn write_command(
@@ -247,6 +267,7 @@ async fn write_command(
 
 async fn finish(
     key: SessionKey,
+    serial: u64,
     stdin: tokio::process::ChildStdin,
     mut child: Child,
     events: mpsc::UnboundedSender<ConnectionEvent>,
@@ -255,7 +276,7 @@ async fn finish(
     drop(stdin);
     let _ = child.start_kill();
     let _ = child.wait().await;
-    let _ = events.send(ConnectionEvent::Closed(key));
+    let _ = events.send(ConnectionEvent::Closed(key, serial));
 }
 
 /// The default server socket, as tmux itself finds it: `$TMUX` inside tmux, else
