@@ -117,9 +117,17 @@ pub fn decide(signals: &Signals, created: Millis, now: Millis, cfg: &ArbiterConf
         return d;
     }
     // Hooks and the harness's status file both report turn boundaries: the newer one counts
-    // (a tie goes to the hook, the more direct report).
+    // (a tie goes to the hook, the more direct report) — except that the status file's `idle`
+    // never ends a turn a hook says is running or failed: Claude writes `idle` for a moment
+    // between a tool's end and the model's next step (seen in the conformance runs); `Stop`, or a
+    // screen rule, ends the turn.
+    let listing_counts = |h: &HookSignal, l: &HookSignal| {
+        l.at > h.at
+            && !(l.state == AgentState::Idle
+                && matches!(h.state, AgentState::Working | AgentState::Failed))
+    };
     let reported = match (&signals.hook, &signals.listing) {
-        (Some(h), Some(l)) if l.at > h.at => Some((l, StateSource::Listing)),
+        (Some(h), Some(l)) if listing_counts(h, l) => Some((l, StateSource::Listing)),
         (Some(h), _) => Some((h, StateSource::Hooks)),
         (None, Some(l)) => Some((l, StateSource::Listing)),
         (None, None) => None,
@@ -549,6 +557,20 @@ mod tests {
         let mut s2 = s.clone();
         s2.hook = hook(6500, "UserPromptSubmit", AgentState::Working);
         assert_eq!(decide(&s2, 0, 7000, &CFG).source, StateSource::Hooks);
+    }
+
+    #[test]
+    fn a_listed_idle_does_not_end_a_running_turn() {
+        let s = Signals {
+            hook: hook(5000, "PostToolUse", AgentState::Working),
+            listing: hook(5100, "status idle", AgentState::Idle),
+            ..signals()
+        };
+        assert_eq!(decide(&s, 0, 5200, &CFG).state, AgentState::Working);
+        // After a permission prompt, though (denied with Esc: no hook), it does.
+        let mut s2 = s.clone();
+        s2.hook = hook(5000, "PermissionRequest", AgentState::NeedsYou);
+        assert_eq!(decide(&s2, 0, 5200, &CFG).state, AgentState::Idle);
     }
 
     #[test]
