@@ -39,7 +39,13 @@ fn processes_started_elsewhere_are_discovered_with_their_host() {
     let claude = bin.join("claude");
     std::fs::write(
         &claude,
-        "#!/bin/sh\n[ \"$1\" = --version ] && { echo '2.1.332 (Claude Code)'; exit 0; }\nwhile :; do sleep 1; done\n",
+        concat!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && { echo '2.1.332 (Claude Code)'; exit 0; }\n",
+            // Like Claude: publish the session in ~/.claude/sessions/<pid>.json.
+            "mkdir -p \"$HOME/.claude/sessions\"\n",
+            "printf '{\"pid\":%s,\"sessionId\":\"disc-%s\",\"status\":\"idle\"}' $$ $$ > \"$HOME/.claude/sessions/$$.json\"\n",
+            "while :; do sleep 1; done\n"
+        ),
     )
     .unwrap();
     std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -70,6 +76,7 @@ fn processes_started_elsewhere_are_discovered_with_their_host() {
     let bare = Command::new("script")
         .args(["-qfc", claude.to_str().unwrap(), "/dev/null"])
         .env_remove("TMUX")
+        .env("HOME", env.home())
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .process_group(0)
@@ -114,6 +121,27 @@ fn processes_started_elsewhere_are_discovered_with_their_host() {
     );
     assert_eq!(launched_entries[0]["origin"], "launched");
 
+    // Identity and state from what the harness publishes.
+    let pane_agent = found
+        .iter()
+        .find(|a| a["host"]["pane"] == pane.as_str())
+        .unwrap()
+        .clone();
+    let pid = pane_agent["pid"].as_u64().unwrap();
+    assert_eq!(
+        pane_agent["session_id"],
+        format!("disc-{pid}").as_str(),
+        "{pane_agent}"
+    );
+    wait_until(
+        "the discovered agent's state comes from its status file",
+        Duration::from_secs(5),
+        || {
+            (env.agent(pane_agent["id"].as_str().unwrap())["state_source"] == "listing")
+                .then_some(())
+        },
+        || env.agent(pane_agent["id"].as_str().unwrap()).to_string(),
+    );
     // The pane one goes away: stopped, "process gone".
     let in_pane = found
         .iter()

@@ -679,6 +679,16 @@ impl Daemon {
                     )
                 })
                 .map(|p| p.display().to_string());
+            // Identity from what the harness publishes, never from the newest transcript file.
+            record.session_id = var("HOME").and_then(|home| {
+                let path = volee_harness::listing::session_file(
+                    &f.harness,
+                    std::path::Path::new(&home),
+                    f.pid,
+                )?;
+                let text = std::fs::read_to_string(path).ok()?;
+                volee_harness::listing::parse_session_id(&f.harness, &text, f.pid)
+            });
             tracing::info!(
                 "discovered {} agent {id} (pid {}) at {:?}",
                 f.harness,

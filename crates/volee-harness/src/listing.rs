@@ -94,3 +94,61 @@ mod tests {
         assert!(status_file("qwen", Path::new("/h"), 42).is_none());
     }
 }
+
+/// Where a harness publishes the session id of a running process, when it does:
+/// Claude and Qwen `~/.<h>/sessions/<pid>.json` (`sessionId`), Grok `~/.grok/active_sessions.json`
+/// (a list of `{session_id, pid, …}`).
+pub fn session_file(harness: &str, home: &Path, pid: u32) -> Option<PathBuf> {
+    match harness {
+        "claude" => status_file(harness, home, pid),
+        "qwen" => Some(
+            home.join(".qwen")
+                .join("sessions")
+                .join(format!("{pid}.json")),
+        ),
+        "grok" => Some(home.join(".grok").join("active_sessions.json")),
+        _ => None,
+    }
+}
+
+/// The session id of process `pid` in the text of its harness's [`session_file`].
+pub fn parse_session_id(harness: &str, text: &str, pid: u32) -> Option<String> {
+    if text.len() > 4 * 1024 * 1024 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let id = match harness {
+        "claude" | "qwen" => v.get("sessionId")?.as_str()?,
+        "grok" => v
+            .as_array()?
+            .iter()
+            .find(|s| s.get("pid").and_then(|p| p.as_u64()) == Some(u64::from(pid)))?
+            .get("session_id")?
+            .as_str()?,
+        _ => return None,
+    };
+    (!id.is_empty() && id.len() <= 200).then(|| id.to_string())
+}
+
+#[cfg(test)]
+mod session_tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_from_each_harness_file() {
+        assert_eq!(
+            parse_session_id("qwen", r#"{"pid":7,"sessionId":"q-1","kind":"tui"}"#, 7).as_deref(),
+            Some("q-1")
+        );
+        let grok =
+            r#"[{"session_id":"g-1","pid":5,"cwd":"/w"},{"session_id":"g-2","pid":7,"cwd":"/w"}]"#;
+        assert_eq!(parse_session_id("grok", grok, 7).as_deref(), Some("g-2"));
+        assert_eq!(parse_session_id("grok", grok, 9), None);
+        assert_eq!(parse_session_id("codex", "{}", 1), None);
+        assert_eq!(parse_session_id("qwen", "{ torn", 1), None);
+        assert_eq!(
+            session_file("grok", Path::new("/h"), 3),
+            Some(PathBuf::from("/h/.grok/active_sessions.json"))
+        );
+    }
+}
