@@ -133,6 +133,11 @@ fn processes_started_elsewhere_are_discovered_with_their_host() {
         format!("disc-{pid}").as_str(),
         "{pane_agent}"
     );
+    assert_eq!(
+        pane_agent["harness_version"], "2.1.332 (Claude Code)",
+        "{pane_agent}"
+    );
+    assert_eq!(pane_agent["profile_fit"], "measured");
     wait_until(
         "the discovered agent's state comes from its status file",
         Duration::from_secs(5),

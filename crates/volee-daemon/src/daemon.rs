@@ -652,6 +652,20 @@ impl Daemon {
                 .cwd(f.pid)
                 .map(|p| p.display().to_string())
                 .unwrap_or_default();
+            // The installed version decides the screen rules (profile_fit), as at launch.
+            let version = read_version(
+                &crate::discovery::version_command(&proc_.argv, root.exe(f.pid).as_deref()),
+                var("HOME"),
+            )
+            .await;
+            let fit = match (
+                &version,
+                volee_harness::profile(&f.harness).and_then(|p| p.measured),
+            ) {
+                (Some(v), Some(range)) if range.contains(v) => ProfileFit::Measured,
+                (Some(_), Some(_)) => ProfileFit::OtherVersion,
+                _ => ProfileFit::Generic,
+            };
             let mut record = AgentRecord::launched(
                 NewAgent {
                     id: id.clone(),
@@ -660,8 +674,8 @@ impl Daemon {
                     command: proc_.argv.clone(),
                     cwd,
                     host: host.clone(),
-                    harness_version: None,
-                    profile_fit: ProfileFit::Generic,
+                    harness_version: version,
+                    profile_fit: fit,
                     session_id: None,
                 },
                 // Found, not started now: no "just launched" working window.
@@ -2076,6 +2090,30 @@ fn parse_zombie_stat(stat: &str) -> Option<(Option<i32>, Option<i32>)> {
     } else {
         (None, Some(code & 0x7f))
     })
+}
+
+/// `PROGRAM … --version`, bounded to 3 s; the first line when it holds a version number.
+async fn read_version(command: &[String], home: Option<String>) -> Option<String> {
+    let (program, args) = command.split_first()?;
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    if let Some(home) = home {
+        cmd.env("HOME", home);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(3), cmd.output())
+        .await
+        .ok()?
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())?
+        .trim()
+        .to_string();
+    volee_harness::profile::parse_version(&line).map(|_| line)
 }
 
 /// Every pane of a tmux server (for placing discovered processes); empty when it does not answer.

@@ -45,6 +45,36 @@ pub fn parents(procs: &[Proc]) -> HashMap<u32, u32> {
     procs.iter().map(|p| (p.stat.pid, p.stat.ppid)).collect()
 }
 
+/// The command that asks a found process's program for its version: the runtime (or script
+/// interpreter) and its script for wrappers (`node …/cli.js --version`), else the executable.
+pub fn version_command(argv: &[String], exe: Option<&std::path::Path>) -> Vec<String> {
+    let runtime = argv.first().is_some_and(|a| {
+        let base = a.rsplit('/').next().unwrap_or(a);
+        // Runtimes, and interpreters of scripts started by their `#!` line.
+        matches!(
+            base,
+            "node" | "bun" | "deno" | "sh" | "bash" | "dash" | "zsh" | "python3" | "python"
+        )
+    });
+    let mut cmd = if runtime {
+        let script = argv.iter().skip(1).find(|a| !a.starts_with('-'));
+        match (argv.first(), script) {
+            (Some(rt), Some(script)) => vec![rt.clone(), script.clone()],
+            _ => return Vec::new(),
+        }
+    } else {
+        match exe
+            .map(|e| e.display().to_string())
+            .or_else(|| argv.first().cloned())
+        {
+            Some(program) => vec![program],
+            None => return Vec::new(),
+        }
+    };
+    cmd.push("--version".into());
+    cmd
+}
+
 /// A pane of some tmux server, as `list-panes -a` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaneInfo {
@@ -112,6 +142,36 @@ mod tests {
             Some("%2")
         );
         assert_eq!(pane_of(&[7, 1], Some("/dev/pts/9"), &panes), None);
+    }
+
+    #[test]
+    fn version_commands_follow_the_process_shape() {
+        let v = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            version_command(
+                &v(&[
+                    "/usr/bin/node",
+                    "--expose-gc",
+                    "/n/@qwen-code/qwen-code/cli.js",
+                    "-i",
+                    "x"
+                ]),
+                None
+            ),
+            v(&[
+                "/usr/bin/node",
+                "/n/@qwen-code/qwen-code/cli.js",
+                "--version"
+            ])
+        );
+        assert_eq!(
+            version_command(
+                &v(&["/n/.bin/claude", "--resume", "x"]),
+                Some(std::path::Path::new("/n/claude.exe"))
+            ),
+            v(&["/n/claude.exe", "--version"])
+        );
+        assert!(version_command(&v(&["node"]), None).is_empty());
     }
 
     #[test]
