@@ -14,6 +14,7 @@
 mod claude;
 mod common;
 mod gemini;
+mod grok;
 mod qwen;
 
 use std::path::{Path, PathBuf};
@@ -92,7 +93,12 @@ fn has_version(bin: &Path, version: &str) -> bool {
         .output()
         .map(|o| {
             let text = String::from_utf8_lossy(&o.stdout);
-            o.status.success() && text.split_whitespace().next().is_some_and(|w| w == version)
+            // `2.1.332 (Claude Code)`, `grok 1.0.41 (4220f3b224a6)`: any word of the first line.
+            o.status.success()
+                && text
+                    .lines()
+                    .next()
+                    .is_some_and(|l| l.split_whitespace().any(|w| w == version))
         })
         .unwrap_or(false);
     let _ = std::fs::remove_dir_all(&home);
@@ -139,6 +145,8 @@ pub fn install(p: &Pinned) -> Option<PathBuf> {
             &spec,
         ])
         .current_dir(&partial)
+        // Grok's postinstall writes into $GROK_HOME (default ~/.grok): keep it in the cache.
+        .env("GROK_HOME", partial.join(".grok-home"))
         .stdin(Stdio::null())
         .output()
         .unwrap();

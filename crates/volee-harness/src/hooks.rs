@@ -133,8 +133,8 @@ const QWEN: &[HookRule] = &[
     rule("SessionEnd", Evidence),
 ];
 
-/// Grok Build 1.0.41. `Stop` with `reason: "shutdown"` also fires at exit (only `"end_turn"` ends a
-/// turn): idle either way until the exit status arrives, which wins.
+/// Grok Build 1.0.41. `Stop` with `reason: "shutdown"` also fires at exit: evidence only, so the
+/// agent does not flicker to idle before its exit status arrives.
 const GROK: &[HookRule] = &[
     rule("UserPromptSubmit", State(Working)),
     rule("PreToolUse", State(Working)),
@@ -153,6 +153,8 @@ const GROK: &[HookRule] = &[
         "idle_prompt",
         State(Idle),
     ),
+    // Fired at exit after SessionEnd: not a turn's end; the exit status decides.
+    rule_when("Stop", "reason", "shutdown", Evidence),
     rule("Stop", State(Idle)),
     rule("StopCancelled", State(Idle)),
     rule("StopFailure", State(Failed)),
@@ -272,6 +274,18 @@ mod tests {
             Some(State(NeedsYou))
         );
         assert_eq!(session_id(&json!({"sessionId": "abc"})), Some("abc"));
+    }
+
+    #[test]
+    fn grok_shutdown_stop_is_evidence_only() {
+        assert_eq!(
+            hook_meaning("grok", "Stop", &json!({"reason": "shutdown"})),
+            Some(Evidence)
+        );
+        assert_eq!(
+            hook_meaning("grok", "Stop", &json!({"reason": "end_turn"})),
+            Some(State(Idle))
+        );
     }
 
     #[test]

@@ -22,7 +22,8 @@
 //!   session titles, summaries, classifiers — offer no tools or other ones). Its turn number is the
 //!   number of `assistant` messages in its `messages` (`model` contents for Gemini) (0 for the first prompt, 1 after one
 //!   tool round trip…), so a retried request gets the same answer again and side requests never
-//!   consume a turn. A main request past the end of the script is answered with text and logged as
+//!   consume a turn (Grok Build's turn summary, which offers the agent's tools, is told apart by
+//!   its last message). A main request past the end of the script is answered with text and logged as
 //!   [`Kind::Exhausted`]. Every other `/messages` request is a **side** request: a short text, or,
 //!   when `output_config.format` asks for a JSON schema, a JSON object of placeholder values.
 //! - Every request is recorded ([`Exchange`]) with its body, the time it came and the time its
@@ -755,6 +756,24 @@ fn pick_turn(
     }
 }
 
+/// How Grok Build's turn-summary side request begins (its last `user` message).
+const GROK_SUMMARY_REQUEST: &str = "<system-reminder>Write an ultra-short dashboard line";
+
+/// The text of the last message (a string, or its `text` parts joined).
+fn last_message_text(body: &Value) -> String {
+    let Some(content) = messages(body).last().and_then(|m| m.get("content")) else {
+        return String::new();
+    };
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
 fn count_role(body: &Value, role: &str) -> usize {
     messages(body)
         .iter()
@@ -776,21 +795,25 @@ fn openai(shared: &Shared, seq: usize, req: &Request, body: &Value) -> Answer {
         .and_then(Value::as_str)
         .unwrap_or("volee-test-model")
         .to_string();
-    let (kind, turn) = pick_turn(
-        shared,
-        &tool_names(body),
-        count_role(body, "assistant"),
-        || match body.get("response_format") {
-            Some(f) if f.get("type").and_then(Value::as_str) == Some("json_schema") => sample(
-                f.get("json_schema")
-                    .and_then(|j| j.get("schema"))
-                    .unwrap_or(&Value::Null),
-            )
-            .to_string(),
-            Some(f) if f.get("type").and_then(Value::as_str) == Some("json_object") => "{}".into(),
-            _ => "volee test".into(),
-        },
-    );
+    // Grok Build 1.0.41 asks for a one-line summary of the turn it just ended with the agent's
+    // whole conversation and tools, the instruction as a last user message: a side request.
+    let tools = if last_message_text(body).starts_with(GROK_SUMMARY_REQUEST) {
+        Vec::new()
+    } else {
+        tool_names(body)
+    };
+    let (kind, turn) = pick_turn(shared, &tools, count_role(body, "assistant"), || match body
+        .get("response_format")
+    {
+        Some(f) if f.get("type").and_then(Value::as_str) == Some("json_schema") => sample(
+            f.get("json_schema")
+                .and_then(|j| j.get("schema"))
+                .unwrap_or(&Value::Null),
+        )
+        .to_string(),
+        Some(f) if f.get("type").and_then(Value::as_str) == Some("json_object") => "{}".into(),
+        _ => "volee test".into(),
+    });
     let id = format!("call_volee_{seq}_0");
     let describe = describe_turn(&turn, &id);
     let (tool_use_ids, finish) = match &turn {
@@ -1232,6 +1255,27 @@ mod tests {
             server.exchanges().last().unwrap().kind,
             Kind::Exhausted { turn: 1 }
         );
+    }
+
+    #[test]
+    fn grok_turn_summary_is_a_side_request() {
+        let server = ModelServer::start(vec![
+            Turn::tool("run_terminal_command", json!({"command": "rm -f x"})),
+            Turn::text("done"),
+        ]);
+        let tools = json!([{"type": "function", "function": {"name": "run_terminal_command"}}]);
+        let (_, answer) = post(
+            server.addr(),
+            "/v1/chat/completions",
+            &json!({"model": "m", "tools": tools, "messages": [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": "done"},
+                {"role": "user", "content": format!("{GROK_SUMMARY_REQUEST} that captures the reply")}
+            ]}),
+        );
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(answer["choices"][0]["message"]["content"], "volee test");
+        assert!(server.main_exchanges().is_empty());
     }
 
     #[test]
