@@ -7,20 +7,15 @@ use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use volee_test_support::wait_until;
 
 use crate::{launch_sh, setup};
 
 fn kill9(pid: i32) {
     kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
-    wait_until(
+    volee_test_support::wait_process_gone(
         "the daemon process is gone",
+        i64::from(pid),
         Duration::from_secs(5),
-        || {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            (stat.is_empty() || stat.contains(") Z ")).then_some(())
-        },
-        || format!("pid {pid} still alive"),
     );
 }
 

@@ -228,14 +228,10 @@ fn a_killed_pane_takes_its_hangup_ignoring_processes_with_it() {
     let pane = env.agent(&id)["host"]["pane"].as_str().unwrap().to_string();
     env.tmux(&["kill-pane", "-t", &pane]);
     assert_eq!(env.wait_state(&id, "stopped", 8), "stopped");
-    volee_test_support::wait_until(
+    volee_test_support::wait_process_gone(
         "the agent's process group is ended",
+        pid,
         std::time::Duration::from_secs(8),
-        || {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            (stat.is_empty() || stat.contains(") Z ")).then_some(())
-        },
-        || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default(),
     );
     assert!(
         env.log_tail().contains("ending the process group"),

@@ -258,6 +258,20 @@ impl Drop for TestEnv {
     }
 }
 
+/// Wait until process `pid` has exited (gone, or a zombie), panicking after `timeout` with `what`.
+pub fn wait_process_gone(what: &str, pid: i64, timeout: Duration) {
+    let stat = || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    wait_until(
+        what,
+        timeout,
+        || {
+            let s = stat();
+            (s.is_empty() || s.contains(") Z ")).then_some(())
+        },
+        || format!("pid {pid} still alive: {}", stat()),
+    );
+}
+
 /// Poll `check` every 20 ms until it returns `Some`, or panic after `timeout` with `what` and the
 /// last diagnostic `describe` gives.
 pub fn wait_until<T>(
