@@ -48,6 +48,8 @@ pub enum DaemonError {
 const DEAD_SUB: &str = "volee-dead";
 /// How long after the last output the screen is read for a prompt.
 const SCREEN_SETTLE_MS: u64 = 250;
+/// At most one title-triggered screen read per agent in this long.
+const TITLE_READ_MS: u64 = 500;
 /// How often harness status files are looked at (only while an agent that has one lives).
 const LISTING_POLL_MS: u64 = 1000;
 /// How long `volee stop` waits after SIGTERM before SIGKILL.
@@ -377,6 +379,8 @@ struct Daemon {
     /// Modification time of each agent's status file when last read.
     listing_seen: HashMap<String, SystemTime>,
     last_listing_poll: Millis,
+    /// When each agent's screen was last read because its title changed.
+    title_read_at: HashMap<String, Millis>,
     /// How often a dead pane without a status was asked again, per agent.
     exit_retries: HashMap<String, u32>,
     /// Agents whose view changed since the last flush.
@@ -410,6 +414,7 @@ impl Daemon {
             screen_checked: HashMap::new(),
             last_status: HashMap::new(),
             exit_retries: HashMap::new(),
+            title_read_at: HashMap::new(),
             listing_seen: HashMap::new(),
             last_scan: 0,
             status_watcher: None,
@@ -1156,7 +1161,24 @@ impl Daemon {
                 if let Some(id) = self.agent_by_pane(&key.socket, &pane) {
                     if let Some(a) = self.registry.get_mut(&id) {
                         a.signals.title = Some((now, title));
-                        self.changed.insert(id);
+                        self.changed.insert(id.clone());
+                    }
+                    // A title is not output, but titles carry state (Codex's "[ ! ] Action
+                    // Required"): read the screen and title rules, at most twice a second.
+                    // Only for agents without hooks or a status file: those mark turns better, and
+                    // a screen read right after a hook may still show the screen before it.
+                    let hookless = self
+                        .registry
+                        .get(&id)
+                        .is_some_and(|a| a.signals.hook.is_none() && a.signals.listing.is_none());
+                    let due = hookless
+                        && self
+                            .title_read_at
+                            .get(&id)
+                            .is_none_or(|&at| now >= at + TITLE_READ_MS);
+                    if due {
+                        self.title_read_at.insert(id.clone(), now);
+                        self.capture_screen(&id, now);
                     }
                 }
             }

@@ -1,7 +1,15 @@
-//! A scripted model server on `127.0.0.1` (random port) speaking three wire formats ([`Wire`]),
+//! A scripted model server on `127.0.0.1` (random port) speaking four wire formats ([`Wire`]),
 //! so a real harness program can play whole turns without a vendor API: the **Anthropic
-//! Messages** API (Claude Code), **OpenAI chat completions** (Qwen Code with `--auth-type openai`)
-//! and the **Gemini** `generateContent` API (Gemini CLI with a `gemini-api-key`).
+//! Messages** API (Claude Code), **OpenAI chat completions** (Qwen Code with `--auth-type openai`),
+//! the **OpenAI Responses** API (Codex CLI with a custom `model_providers` entry) and the
+//! **Gemini** `generateContent` API (Gemini CLI with a `gemini-api-key`).
+//!
+//! - Responses: `POST …/responses`, always SSE: `response.created`, `response.output_item.added`
+//!   and `.done` with one `function_call` (`call_id`, `name`, `arguments` as a JSON string) or one
+//!   assistant `message` (`output_text`), then `response.completed` with usage; a call is answered
+//!   by a `function_call_output` item in `input` with its `call_id`. Turn number: `function_call`
+//!   items and assistant messages in `input`. Tools: `tools[].name`. A side request (Codex's
+//!   thread title: no tools, `text.format` a JSON schema) gets a JSON object of placeholders.
 //!
 //! - OpenAI: `POST …/chat/completions`: SSE chunks (`data: {chat.completion.chunk}` … `data:
 //!   [DONE]`) when `"stream": true`, one `chat.completion` otherwise; a tool call is one
@@ -81,6 +89,8 @@ pub enum Wire {
     OpenAi,
     /// Gemini `generateContent` / `streamGenerateContent` / `countTokens`.
     Gemini,
+    /// OpenAI Responses (`/responses`).
+    Responses,
 }
 
 /// What a request was taken for.
@@ -138,7 +148,8 @@ impl Exchange {
             .map(|(_, v)| v.as_str())
     }
 
-    /// The conversation: `messages` (Anthropic, OpenAI) or `contents` (Gemini).
+    /// The conversation: `messages` (Anthropic, OpenAI), `contents` (Gemini) or `input`
+    /// (Responses).
     pub fn messages(&self) -> &[Value] {
         messages(&self.body)
     }
@@ -175,6 +186,17 @@ impl Exchange {
                         r.get("name").and_then(Value::as_str).unwrap_or("")
                     ),
                 })
+                .collect(),
+            Wire::Responses => msgs
+                .iter()
+                .filter(|i| {
+                    matches!(
+                        i.get("type").and_then(Value::as_str),
+                        Some("function_call_output" | "custom_tool_call_output")
+                    )
+                })
+                .filter_map(|i| i.get("call_id").and_then(Value::as_str))
+                .map(String::from)
                 .collect(),
         }
     }
@@ -449,6 +471,7 @@ fn tool_names(body: &Value) -> Vec<String> {
 fn messages(body: &Value) -> &[Value] {
     body.get("messages")
         .or_else(|| body.get("contents"))
+        .or_else(|| body.get("input"))
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or(&[])
@@ -876,6 +899,70 @@ fn openai(shared: &Shared, seq: usize, req: &Request, body: &Value) -> Answer {
     Answer::sse(kind, Wire::OpenAi, sse, tool_use_ids, describe)
 }
 
+/// OpenAI Responses: `POST …/responses`, always answered as SSE (`response.created`,
+/// `response.output_item.added`/`.done` with one `function_call` or assistant `message` item,
+/// `response.completed`). The turn number is the number of `function_call` items and assistant
+/// `message`s in `input`; a call is answered by a `function_call_output` item with its `call_id`.
+/// A side request asking for `text.format` `json_schema` gets a JSON object of placeholders.
+fn responses(shared: &Shared, seq: usize, req: &Request, body: &Value) -> Answer {
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("volee-test-model")
+        .to_string();
+    let answered_turns = messages(body)
+        .iter()
+        .filter(|i| {
+            i.get("type").and_then(Value::as_str) == Some("function_call")
+                || i.get("role").and_then(Value::as_str) == Some("assistant")
+        })
+        .count();
+    let (kind, turn) = pick_turn(shared, &tool_names(body), answered_turns, || {
+        match body.get("text").and_then(|t| t.get("format")) {
+            Some(f) if f.get("type").and_then(Value::as_str) == Some("json_schema") => {
+                sample(f.get("schema").unwrap_or(&Value::Null)).to_string()
+            }
+            _ => "volee test".into(),
+        }
+    });
+    let call_id = format!("call_volee_{seq}_0");
+    let describe = describe_turn(&turn, &call_id);
+    let (item, tool_use_ids) = match &turn {
+        Turn::ToolUse { name, input } => (
+            json!({"type": "function_call", "id": format!("fc_volee_{seq}"), "call_id": call_id,
+                   "name": name, "arguments": input.to_string(), "status": "completed"}),
+            vec![call_id.clone()],
+        ),
+        Turn::Text(text) => (
+            json!({"type": "message", "id": format!("msg_volee_{seq}"), "role": "assistant",
+                   "status": "completed",
+                   "content": [{"type": "output_text", "text": text, "annotations": []}]}),
+            Vec::new(),
+        ),
+    };
+    let input_tokens = (req.body.len() / 4).max(1);
+    let usage = json!({"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 8, "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": input_tokens + 8});
+    let rid = format!("resp_volee_{seq}");
+    let events = [
+        json!({"type": "response.created", "response": {"id": rid, "object": "response",
+               "model": model, "status": "in_progress", "output": []}}),
+        json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+        json!({"type": "response.completed", "response": {"id": rid, "object": "response",
+               "model": model, "status": "completed", "output": [item], "usage": usage}}),
+    ];
+    let mut sse = String::new();
+    for e in events {
+        sse.push_str(&format!(
+            "event: {}\ndata: {e}\n\n",
+            e["type"].as_str().unwrap_or("")
+        ));
+    }
+    Answer::sse(kind, Wire::Responses, sse, tool_use_ids, describe)
+}
+
 /// Gemini `generateContent` / `streamGenerateContent` / `countTokens`.
 fn gemini(shared: &Shared, seq: usize, req: &Request, path: &str, body: &Value) -> Answer {
     let tokens = (req.body.len() / 4).max(1);
@@ -975,6 +1062,9 @@ fn route(shared: &Shared, seq: usize, req: &Request, body: &Value) -> Answer {
     }
     if req.method == "POST" && path.ends_with("/chat/completions") {
         return openai(shared, seq, req, body);
+    }
+    if req.method == "POST" && path.ends_with("/responses") {
+        return responses(shared, seq, req, body);
     }
     if req.method == "POST"
         && (path.ends_with(":generateContent")
@@ -1322,6 +1412,60 @@ mod tests {
         assert_eq!(answer["choices"][0]["message"]["content"], "done");
         server.check_tool_results().unwrap();
         assert!(server.exchanges().iter().all(|e| e.wire == Wire::OpenAi));
+    }
+
+    #[test]
+    fn openai_responses_with_a_function_call() {
+        let server = ModelServer::start(vec![
+            Turn::tool("exec_command", json!({"cmd": "touch x"})),
+            Turn::text("done"),
+        ]);
+        let addr = server.addr();
+        let tools = json!([{"type": "function", "name": "exec_command", "parameters": {}}]);
+        // A side request (no tools): no turn consumed.
+        let (_, side) = post(
+            addr,
+            "/v1/responses",
+            &json!({"model": "m", "stream": true, "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "t"}]}],
+                    "text": {"format": {"type": "json_schema", "schema": {"type": "object", "properties": {"title": {"type": "string"}}}}}}),
+        );
+        assert!(side.contains(r#"{\"title\":\"volee test\"}"#), "{side}");
+        let user = json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]});
+        let (head, sse) = post(
+            addr,
+            "/v1/responses",
+            &json!({"model": "m", "stream": true, "tools": tools, "input": [user]}),
+        );
+        assert!(head.contains("text/event-stream"), "{head}");
+        for event in [
+            "response.created",
+            "response.output_item.added",
+            "response.output_item.done",
+            "response.completed",
+        ] {
+            assert!(sse.contains(&format!("event: {event}\n")), "{sse}");
+        }
+        assert!(sse.contains(r#""type":"function_call""#), "{sse}");
+        let id = server.main_exchanges()[0].tool_use_ids[0].clone();
+        assert!(sse.contains(&id), "{sse}");
+        assert!(server.check_tool_results().is_err(), "no follow-up yet");
+        let (_, answer) = post(
+            addr,
+            "/v1/responses",
+            &json!({"model": "m", "stream": true, "tools": tools, "input": [user,
+                {"type": "function_call", "call_id": id, "name": "exec_command", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": id, "output": ""}
+            ]}),
+        );
+        assert!(answer.contains(r#""text":"done""#), "{answer}");
+        assert_eq!(
+            server.main_exchanges()[1].kind,
+            Kind::Main { turn: 1 },
+            "{}",
+            server.summary()
+        );
+        server.check_tool_results().unwrap();
+        assert!(server.exchanges().iter().all(|e| e.wire == Wire::Responses));
     }
 
     #[test]

@@ -277,6 +277,7 @@ impl ControlParser {
             events: Vec::new(),
             bells: 0,
             progressed: false,
+            drawn: false,
         };
         state.vte.advance(&mut signals, &data);
         if signals.progressed {
@@ -290,14 +291,15 @@ impl ControlParser {
         }
         let Signals {
             events: signals,
-            bells,
+            drawn,
             ..
         } = signals;
         events.push(ControlEvent::Output {
             pane,
             bytes: data.len(),
-            // Every bare BEL is one byte of the chunk, so any other byte means real output.
-            activity: data.len() > bells,
+            // Only drawing counts: a chunk of bare BELs or of title updates alone is not output
+            // (Codex blinks its title once a second while an approval waits).
+            activity: drawn,
         });
         events.extend(signals);
     }
@@ -310,15 +312,19 @@ struct Signals<'a> {
     bells: usize,
     /// Whether vte completed any action; see [`MAX_QUIET_BYTES`].
     progressed: bool,
+    /// Whether the chunk drew anything: text, a control other than BEL, a CSI/ESC sequence.
+    drawn: bool,
 }
 
 impl vte::Perform for Signals<'_> {
     fn print(&mut self, _c: char) {
         self.progressed = true;
+        self.drawn = true;
     }
 
     fn execute(&mut self, byte: u8) {
         self.progressed = true;
+        self.drawn |= byte != 0x07;
         if byte == 0x07 {
             self.bells += 1;
             self.events.push(ControlEvent::Bell {
@@ -329,10 +335,12 @@ impl vte::Perform for Signals<'_> {
 
     fn hook(&mut self, _: &vte::Params, _: &[u8], _: bool, _: char) {
         self.progressed = true;
+        self.drawn = true;
     }
 
     fn put(&mut self, _byte: u8) {
         self.progressed = true;
+        self.drawn = true;
     }
 
     fn unhook(&mut self) {
@@ -358,10 +366,13 @@ impl vte::Perform for Signals<'_> {
 
     fn csi_dispatch(&mut self, _: &vte::Params, _: &[u8], _: bool, _: char) {
         self.progressed = true;
+        self.drawn = true;
     }
 
-    fn esc_dispatch(&mut self, _: &[u8], _: bool, _: u8) {
+    fn esc_dispatch(&mut self, _: &[u8], _: bool, byte: u8) {
         self.progressed = true;
+        // `ESC \` is the string terminator of an OSC title: not drawing.
+        self.drawn |= byte != b'\\';
     }
 }
 
@@ -483,6 +494,15 @@ mod tests {
         }
     }
 
+    /// Output that drew nothing (bare BELs, title updates, an unfinished sequence).
+    fn quiet(pane: &str, bytes: usize) -> ControlEvent {
+        Output {
+            pane: pane.into(),
+            bytes,
+            activity: false,
+        }
+    }
+
     fn bell(pane: &str) -> ControlEvent {
         Bell { pane: pane.into() }
     }
@@ -551,14 +571,14 @@ parse error: syntax error\n\
                 activity: false,
             },
             bell("%1"),
-            out("%1", 21),
+            quiet("%1", 21),
             title("%1", "claude: thinking"),
-            out("%2", 7),
-            out("%2", 3),
+            quiet("%2", 7),
+            quiet("%2", 3),
             title("%2", "split"),
             out("%3", 4),
             out("%3", 9),
-            out("%3", 3),
+            quiet("%3", 3),
             title("%3", "café"),
             Reply {
                 number: 269,
@@ -647,7 +667,7 @@ parse error: syntax error\n\
         assert_eq!(
             ev,
             vec![
-                out("%5", 6),
+                quiet("%5", 6),
                 title("%5", "t"),
                 Output {
                     pane: "%5".into(),
@@ -669,9 +689,9 @@ parse error: syntax error\n\
     fn osc_split_across_lines_gives_one_title_and_no_bell() {
         let mut p = ControlParser::new();
         let first = p.feed(b"%output %1 \\033]2;half\n");
-        assert_eq!(first, vec![out("%1", 8)]);
+        assert_eq!(first, vec![quiet("%1", 8)]);
         let second = p.feed(b"%output %1  and half\\007\n");
-        assert_eq!(second, vec![out("%1", 10), title("%1", "half and half")]);
+        assert_eq!(second, vec![quiet("%1", 10), title("%1", "half and half")]);
     }
 
     #[test]
@@ -680,14 +700,14 @@ parse error: syntax error\n\
         let ev = feed_all(b"%output %1 \\033]2;\xe2\x9c\n%output %1 \x93 done\\007\n");
         assert_eq!(
             ev,
-            vec![out("%1", 6), out("%1", 7), title("%1", "\u{2713} done")]
+            vec![quiet("%1", 6), quiet("%1", 7), title("%1", "\u{2713} done")]
         );
     }
 
     #[test]
     fn title_params_are_joined_and_other_oscs_ignored() {
         let ev = feed_all(b"%output %1 \\033]1;icon\\007\\033]2;a;b;c\\033\\134\n");
-        assert_eq!(ev, vec![out("%1", 20), title("%1", "a;b;c")]);
+        assert_eq!(ev, vec![quiet("%1", 20), title("%1", "a;b;c")]);
     }
 
     #[test]
@@ -696,7 +716,7 @@ parse error: syntax error\n\
         assert_eq!(
             ev,
             vec![
-                out("%1", 7),
+                quiet("%1", 7),
                 Output {
                     pane: "%2".into(),
                     bytes: 1,
@@ -704,7 +724,7 @@ parse error: syntax error\n\
                 },
                 bell("%2"),
                 // The BEL ends %1's title, so it is not a bare bell: this is output.
-                out("%1", 1),
+                quiet("%1", 1),
                 title("%1", "one"),
             ]
         );
