@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod claude;
+mod codex;
 mod common;
 mod gemini;
 mod grok;

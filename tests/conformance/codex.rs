@@ -1,0 +1,369 @@
+//! Codex CLI (`@openai/codex`), the real program at its pinned version, driven through volee:
+//! `volee launch --harness codex` (`codex PROMPT`: no flag at all, so Codex runs in its default
+//! daemon mode and starts its shared app-server daemon under `~/.codex/packages/`) in a private
+//! tmux, with a throwaway HOME whose `~/.codex/config.toml` names a custom model provider (the
+//! scripted loopback server speaking the OpenAI Responses API, key from `env_key`), trusts the
+//! work folder and asks for approvals (`approval_policy = "on-request"`) — as a user would
+//! configure it. Turn 1 is an `exec_command` of `touch MARKER` asking for escalated permissions
+//! (so Codex asks first), turn 2 text.
+//!
+//! volee gives Codex no hooks (docs/adr/0005-per-launch-instrumentation.md): its states come from
+//! the title and screen rules (`crates/volee-harness/rules/codex.toml`) and output activity. The
+//! sequence asserted: working → needs_you (screen rule `codex.approval-prompt`) → approve with
+//! `volee send ID y` → working → idle → the marker exists → `volee send ID /quit` → done (exit 0).
+//! The daemon outlives the TUI: the test stops it (`codex app-server daemon stop`) and kills any
+//! leftover process of the throwaway HOME.
+
+use std::cell::{Cell, RefCell};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use volee_test_support::model_server::{Kind, ModelServer, Turn};
+use volee_test_support::{require, wait_until, TestEnv};
+
+use crate::common::{cmdline_mentions, seen_by_watcher, transient_blips, Diagnostics};
+use crate::Observed;
+
+const API_KEY: &str = "test-key";
+const MODEL: &str = "volee-test-model";
+const TOOL: &str = "exec_command";
+
+/// `codex --version`'s first line ("codex-cli 0.171.0"), run with a throwaway HOME.
+fn version_line(bin: &Path) -> Option<String> {
+    let home = std::env::temp_dir().join(format!("volee-codex-version-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&home);
+    let out = Command::new(bin)
+        .arg("--version")
+        .env("HOME", &home)
+        .env_remove("CODEX_HOME")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok();
+    let _ = std::fs::remove_dir_all(&home);
+    let out = out.filter(|o| o.status.success())?;
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()?
+            .trim()
+            .to_string(),
+    )
+}
+
+/// `~/.codex/config.toml` of a user who added an OpenAI-compatible endpoint as a custom model
+/// provider, trusted the work folder and wants to approve commands. Returns the config.
+fn seed_home(home: &Path, base_url: &str, work: &Path) -> String {
+    let config = format!(
+        "model = \"{MODEL}\"\nmodel_provider = \"volee\"\napproval_policy = \"on-request\"\nsandbox_mode = \"workspace-write\"\n\n[model_providers.volee]\nname = \"Volee test\"\nbase_url = \"{base_url}\"\nenv_key = \"VOLEE_TEST_MODEL_KEY\"\nwire_api = \"responses\"\n\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+        work.display()
+    );
+    let codex = home.join(".codex");
+    std::fs::create_dir_all(&codex).unwrap();
+    std::fs::write(codex.join("config.toml"), &config).unwrap();
+    config
+}
+
+/// Stops the shared app-server daemon of the throwaway HOME and kills whatever of that HOME still
+/// runs (`daemon stop` leaves its `pid-update-loop` behind), when the test ends in any way.
+struct DaemonCleanup {
+    bin: PathBuf,
+    home: PathBuf,
+}
+
+impl DaemonCleanup {
+    /// Pids of processes whose executable or command line lies under the throwaway HOME.
+    fn leftovers(&self) -> Vec<i32> {
+        let needle = self.home.display().to_string();
+        let me = std::process::id() as i32;
+        std::fs::read_dir("/proc")
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                    .filter(|pid| *pid != me)
+                    .filter(|pid| {
+                        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default();
+                        exe.starts_with(&needle) || cmdline_mentions(*pid, &needle)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn stop(&self) -> (String, Vec<i32>) {
+        let out = Command::new(&self.bin)
+            .args(["app-server", "daemon", "stop"])
+            .env("HOME", &self.home)
+            .env("CODEX_HOME", self.home.join(".codex"))
+            .stdin(Stdio::null())
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_else(|e| format!("could not run: {e}"));
+        std::thread::sleep(Duration::from_millis(300));
+        let left = self.leftovers();
+        for pid in &left {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        (out, left)
+    }
+}
+
+impl Drop for DaemonCleanup {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+#[test]
+fn codex_cli_asks_approval_and_finishes_its_turn() {
+    let _serial = crate::serial();
+    if !require("tmux", "the Codex CLI conformance test") {
+        return;
+    }
+    let pinned = crate::pinned("codex");
+    let Some(bin_dir) = crate::install(&pinned) else {
+        return;
+    };
+    let version = version_line(&bin_dir.join(&pinned.bin)).expect("codex --version");
+
+    let mut env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
+    env.start_tmux();
+    let work = env.work().canonicalize().unwrap();
+    let marker = work.join("volee-conformance-touched");
+    let no_hooks = env.root().join("no-hooks");
+    std::fs::create_dir_all(&no_hooks).unwrap();
+
+    let server = ModelServer::start(vec![
+        Turn::tool(
+            TOOL,
+            json!({
+                "cmd": format!("touch {}", marker.display()),
+                "sandbox_permissions": "require_escalated",
+                "justification": "volee conformance needs approval"
+            }),
+        ),
+        Turn::text("done"),
+    ]);
+    server.set_main_delay(Duration::from_millis(1000));
+    let home = env.home().canonicalize().unwrap();
+    let config = seed_home(&home, &format!("{}/v1", server.base_url()), &work);
+    let _cleanup = DaemonCleanup {
+        bin: bin_dir.join(&pinned.bin),
+        home: home.clone(),
+    };
+
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    env.extra_env.extend(
+        [
+            ("PATH", path.as_str()),
+            ("VOLEE_TEST_MODEL_KEY", API_KEY),
+            ("CODEX_HOME", &home.join(".codex").display().to_string()),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+
+    let started = Instant::now();
+    let timeline = Mutex::new(Vec::<Observed>::new());
+    let is_harness = |pid: i32| cmdline_mentions(pid, "codex");
+    let diag = Diagnostics {
+        harness: "codex",
+        is_harness: &is_harness,
+        env: &env,
+        server: &server,
+        hook_log: &no_hooks,
+        timeline: &timeline,
+        started,
+        id: RefCell::new(None),
+        pid: Cell::new(None),
+    };
+    let stop_watching = AtomicBool::new(false);
+    let env = &env;
+
+    std::thread::scope(|scope| {
+        let _stop = crate::SetOnDrop(&stop_watching);
+        let id = env.ok([
+            "launch",
+            "--harness",
+            "codex",
+            "--host",
+            "tmux:main",
+            "--name",
+            "conformance",
+            "Touch the conformance marker file.",
+        ]);
+        *diag.id.borrow_mut() = Some(id.clone());
+        let launched = env.agent(&id);
+        diag.pid.set(launched["pid"].as_u64().map(|p| p as i32));
+        let (stop_ref, timeline_ref, watch_id) = (&stop_watching, &timeline, id.clone());
+        let watcher =
+            scope.spawn(move || crate::watch_states(env, &watch_id, stop_ref, timeline_ref));
+        assert_eq!(launched["harness"], "codex");
+        assert_eq!(launched["profile_fit"], "measured", "{launched}");
+        assert_eq!(launched["harness_version"], version.as_str());
+        let command = launched["command"].to_string();
+        for flag in ["approval", "-a ", "yolo", "bypass", "-c ", "sandbox"] {
+            assert!(
+                !command.contains(flag),
+                "volee must pass no flag ({flag}): {command}"
+            );
+        }
+
+        // 1. needs_you: the approval prompt, from the screen rules (no hooks).
+        assert_eq!(env.wait_state(&id, "needs_you", 90), "needs_you");
+        let asked = seen_by_watcher(&timeline, "needs_you", None);
+        let tool_sent = server
+            .first_tool_use_answered()
+            .expect("the model server answered with a tool call");
+        let tool_to_needs_you = asked.at.saturating_duration_since(tool_sent);
+        assert!(
+            matches!(asked.source.as_str(), "screen" | "title"),
+            "{asked:?}"
+        );
+        assert!(asked.evidence.contains("codex."), "{asked:?}");
+        assert!(
+            timeline
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|o| o.state == "working" && o.at < asked.at),
+            "working before the approval prompt"
+        );
+        assert!(!marker.exists(), "the tool ran before it was approved");
+        let peek = env.ok(["peek", &id, "-n", "40"]);
+        assert!(peek.contains("1. Yes, proceed (y)"), "{peek}");
+        // A user takes a moment: the prompt stays needs_you, and nothing runs meanwhile.
+        std::thread::sleep(Duration::from_millis(1500));
+        let held = env.agent(&id);
+        assert_eq!(held["state"], "needs_you", "{held}");
+        assert!(!marker.exists(), "the tool ran before it was approved");
+
+        // 2. Approve once: "› 1. Yes, proceed (y)".
+        let sent = env.ok(["send", &id, "y"]);
+        eprintln!("volee send {id} y: {sent}");
+
+        // 3. The turn ends: idle, and the tool really ran.
+        assert_eq!(env.wait_state(&id, "idle", 60), "idle");
+        let finished = seen_by_watcher(&timeline, "idle", Some(asked.at));
+        assert!(marker.exists(), "the approved command did not run");
+        let settled = Instant::now();
+        wait_until(
+            "idle for 2 s without a break",
+            Duration::from_secs(20),
+            || {
+                let t = timeline.lock().unwrap_or_else(|e| e.into_inner());
+                let last = t.last()?;
+                let since = last.at.max(settled);
+                (last.state == "idle" && since.elapsed() >= Duration::from_secs(2)).then_some(())
+            },
+            || format!("{}", env.agent(&id)),
+        );
+
+        // The model saw exactly the conversation it should have.
+        server.check_tool_results().unwrap();
+        let mains = server.main_exchanges();
+        assert_eq!(mains.len(), 2, "{}", server.summary());
+        assert!(
+            mains.iter().all(|e| matches!(e.kind, Kind::Main { .. })),
+            "{}",
+            server.summary()
+        );
+        assert!(
+            mains[0].tool_names().iter().any(|n| n == TOOL),
+            "Codex offers {:?}",
+            mains[0].tool_names()
+        );
+        let view = env.agent(&id);
+        let session = view["session_id"].as_str().map(String::from);
+
+        // 4. End it the way a user does. (Without hooks, the echo of the typed `/quit` is output:
+        // volee may show `working` for a moment before `done`; only the end state is checked.)
+        let quit_at = Instant::now();
+        let out = env.ok(["send", &id, "/quit"]);
+        eprintln!("volee send {id} /quit: {out}");
+        assert_eq!(env.wait_state(&id, "done", 30), "done");
+        let ended = env.agent(&id);
+        assert_eq!(ended["exit_status"], 0, "{ended}");
+        std::thread::sleep(Duration::from_millis(100));
+        drop(_stop);
+        let (polls, polling) = watcher.join().unwrap();
+
+        let seen = timeline.lock().unwrap().clone();
+        // Before the model's first answer only output activity speaks: Codex may be silent for
+        // longer than the working window while it starts (idle (silence) → working (output)).
+        let first_rule = seen
+            .iter()
+            .position(|o| o.source != "multiplexer")
+            .expect("a state from the screen rules");
+        for o in &seen[..first_rule] {
+            assert!(
+                o.state == "working" || o.state == "idle",
+                "before any rule: {o:?}"
+            );
+        }
+        // After `/quit` is typed the echo and the exit race each other: only the end state counts.
+        let upto = seen
+            .iter()
+            .position(|o| o.at >= quit_at)
+            .unwrap_or(seen.len())
+            .max(first_rule);
+        let (kept, blips) = transient_blips(&seen[first_rule..upto]);
+        let mut states: Vec<&str> = Vec::new();
+        for o in kept.iter().filter(|o| o.at < quit_at) {
+            if states.last() != Some(&o.state.as_str()) {
+                states.push(&o.state);
+            }
+        }
+        let last = seen.last().map(|o| o.state.as_str());
+        let (stopped, leftovers) = _cleanup.stop();
+        eprintln!("\n==== Codex CLI {version} through volee ====");
+        eprintln!("~/.codex/config.toml seed:\n{config}");
+        eprintln!("launch command: {command}");
+        eprintln!("session id volee holds: {session:?}");
+        eprintln!("model server:\n{}", server.summary());
+        eprintln!(
+            "volee ls --all --json, {polls} polls, one every {:.1} ms:",
+            polling.as_secs_f64() * 1000.0 / polls.max(1) as f64
+        );
+        for o in &seen {
+            eprintln!("  {}", o.line(started));
+        }
+        eprintln!(
+            "tool call answered → needs_you in volee ls: {:.0} ms ({} {})",
+            tool_to_needs_you.as_secs_f64() * 1000.0,
+            asked.source,
+            asked.evidence
+        );
+        eprintln!(
+            "idle after approval: {} {}",
+            finished.source, finished.evidence
+        );
+        eprintln!("codex app-server daemon stop: {stopped}; leftovers killed: {leftovers:?}");
+        eprintln!("total: {:.1} s", started.elapsed().as_secs_f64());
+        assert!(blips.is_empty(), "stale-source blips: {blips:#?}");
+        // The screen may say working (its "Working (0s …)" line) before the approval prompt.
+        let from_prompt: Vec<&str> = states
+            .iter()
+            .copied()
+            .skip_while(|s| *s == "working")
+            .collect();
+        assert_eq!(
+            from_prompt,
+            ["needs_you", "working", "idle"],
+            "state sequence {states:?}"
+        );
+        assert_eq!(last, Some("done"), "end state");
+    });
+    drop(diag);
+}
