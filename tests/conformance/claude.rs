@@ -255,16 +255,10 @@ fn claude_code_asks_permission_and_finishes_its_turn() {
             "{finished:?}"
         );
         // …and it stays idle: a user reads the answer before typing again.
-        let settled = Instant::now();
-        wait_until(
-            "idle for 1 s without a break",
+        crate::common::stays_idle(
+            &timeline,
+            Duration::from_secs(1),
             Duration::from_secs(15),
-            || {
-                let t = timeline.lock().unwrap_or_else(|e| e.into_inner());
-                let last = t.last()?;
-                let since = last.at.max(settled);
-                (last.state == "idle" && since.elapsed() >= Duration::from_secs(1)).then_some(())
-            },
             || format!("{}", env.agent(&id)),
         );
 

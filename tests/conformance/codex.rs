@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use volee_test_support::model_server::{Kind, ModelServer, Turn};
-use volee_test_support::{require, wait_until, TestEnv};
+use volee_test_support::{require, TestEnv};
 
 use crate::common::{cmdline_mentions, seen_by_watcher, transient_blips, Diagnostics};
 use crate::Observed;
@@ -257,16 +257,10 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
         assert_eq!(env.wait_state(&id, "idle", 60), "idle");
         let finished = seen_by_watcher(&timeline, "idle", Some(asked.at));
         assert!(marker.exists(), "the approved command did not run");
-        let settled = Instant::now();
-        wait_until(
-            "idle for 2 s without a break",
+        crate::common::stays_idle(
+            &timeline,
+            Duration::from_secs(2),
             Duration::from_secs(20),
-            || {
-                let t = timeline.lock().unwrap_or_else(|e| e.into_inner());
-                let last = t.last()?;
-                let since = last.at.max(settled);
-                (last.state == "idle" && since.elapsed() >= Duration::from_secs(2)).then_some(())
-            },
             || format!("{}", env.agent(&id)),
         );
 

@@ -74,6 +74,28 @@ pub fn seen_by_watcher(
     )
 }
 
+/// Wait until the watcher's last state is `idle` and has held for `hold` (a user reads the answer
+/// before typing again), failing after `limit`.
+pub fn stays_idle(
+    timeline: &Mutex<Vec<Observed>>,
+    hold: Duration,
+    limit: Duration,
+    describe: impl Fn() -> String,
+) {
+    let settled = Instant::now();
+    wait_until(
+        &format!("idle for {hold:?} without a break"),
+        limit,
+        || {
+            let t = timeline.lock().unwrap_or_else(|e| e.into_inner());
+            let last = t.last()?;
+            let since = last.at.max(settled);
+            (last.state == "idle" && since.elapsed() >= hold).then_some(())
+        },
+        describe,
+    );
+}
+
 /// Splits off short-lived states from a secondary source (screen, listing) that interrupt a run of
 /// one state and give way to it again within a second: e.g. `idle (hook Stop)` → `working (rule
 /// claude.working-footer)` 5 ms later → `idle (rule claude.idle-footer)`. Such a blip was a real
@@ -352,16 +374,10 @@ pub fn drive(
             spec.idle.contains(&finished.evidence.as_str()),
             "{finished:?}"
         );
-        let settled = Instant::now();
-        wait_until(
-            "idle for 1 s without a break",
+        stays_idle(
+            &timeline,
+            Duration::from_secs(1),
             Duration::from_secs(15),
-            || {
-                let t = timeline.lock().unwrap_or_else(|e| e.into_inner());
-                let last = t.last()?;
-                let since = last.at.max(settled);
-                (last.state == "idle" && since.elapsed() >= Duration::from_secs(1)).then_some(())
-            },
             || format!("{}", env.agent(&id)),
         );
 
