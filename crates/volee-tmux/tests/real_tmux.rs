@@ -430,6 +430,11 @@ fn control_mode_capture_of_bell_title_and_reply() {
     let pane = pane.trim().to_owned();
     let started = Instant::now();
     let mut ctl = Control::attach(&tmux, "main");
+    // Under load tmux may run a command read from stdin before the attach has finished; output
+    // printed then never reaches this client. Start the pane only once the client is attached.
+    ctl.until(Duration::from_secs(3), |e| {
+        matches!(e, ControlEvent::SessionChanged { .. })
+    });
     ctl.send(&["wait-for", "-S", "go"]);
     // Replied to while the command runs, so before the pane can print anything.
     assert_eq!(ctl.reply(), (true, vec![]));
