@@ -376,6 +376,8 @@ struct Daemon {
     status_watcher: Option<notify::RecommendedWatcher>,
     watched_dirs: HashSet<PathBuf>,
     process_rules: Vec<volee_procscan::ProcessRule>,
+    /// Repeated `/proc` scans (old processes that are no candidates are re-read in turn).
+    scanner: volee_procscan::Scanner,
     /// Modification time of each agent's status file when last read.
     listing_seen: HashMap<String, SystemTime>,
     last_listing_poll: Millis,
@@ -420,6 +422,7 @@ impl Daemon {
             status_watcher: None,
             watched_dirs: HashSet::new(),
             process_rules: crate::discovery::rules(),
+            scanner: volee_procscan::Scanner::new(volee_procscan::ProcRoot::default()),
             last_listing_poll: 0,
             changed: HashSet::new(),
             save_needed: false,
@@ -496,7 +499,7 @@ impl Daemon {
                         .discovery_interval
                         .is_some_and(|i| now_ms() >= self.last_scan + i.as_millis() as u64)
                     {
-                        self.rescan().await;
+                        self.rescan(false).await;
                     }
                 }
                 _ = housekeeping.tick() => self.prune(),
@@ -564,12 +567,17 @@ impl Daemon {
     /// with their host (a tmux pane is then watched like a launched agent's), vanished ones end
     /// as `stopped`. At steady state this reads /proc only; `tmux list-panes -a` runs once per
     /// server and only when a new process must be placed.
-    async fn rescan(&mut self) {
+    async fn rescan(&mut self, full: bool) {
         let now = now_ms();
         self.last_scan = now;
-        let root = volee_procscan::ProcRoot::default();
+        let root = self.scanner.root().clone();
         let rules = &self.process_rules;
-        let procs = root.scan_filtered(|s| volee_procscan::could_match(rules, &s.comm));
+        if full {
+            self.scanner.forget();
+        }
+        let procs = self
+            .scanner
+            .scan(|s| volee_procscan::could_match(rules, &s.comm));
         let parents = crate::discovery::parents(&procs);
         let launched: HashSet<u32> = self
             .registry
@@ -1637,7 +1645,8 @@ impl Daemon {
                 Response::Ok
             }
             Request::Rescan => {
-                self.rescan().await;
+                // Asked for: read every process, not only those due.
+                self.rescan(true).await;
                 Response::Ok
             }
             Request::Prune => {

@@ -40,6 +40,7 @@ fn main() {
                 .unwrap()
         })
         .collect();
+    let spawned = Instant::now();
     let rules = vec![ProcessRule {
         harness: "claude".into(),
         names: vec!["claude".into()],
@@ -56,13 +57,33 @@ fn main() {
         let _ = find_agents(&procs, &rules);
         ms.push(t.elapsed().as_secs_f64() * 1000.0);
     }
+    // The daemon's repeated scans: a Scanner re-reads new, young and candidate processes and
+    // old ones in turn.
+    let mut scanner = volee_procscan::Scanner::new(ProcRoot::default());
+    let _ = scanner.scan(|s| volee_procscan::could_match(&rules, &s.comm));
+    // The spawned processes must be old for the steady state (YOUNG_SECS).
+    let young = std::time::Duration::from_secs(volee_procscan::YOUNG_SECS + 1);
+    std::thread::sleep(young.saturating_sub(spawned.elapsed()));
+    let mut steady = Vec::new();
+    let mut reads = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        let procs = scanner.scan(|s| volee_procscan::could_match(&rules, &s.comm));
+        let _ = find_agents(&procs, &rules);
+        steady.push(t.elapsed().as_secs_f64() * 1000.0);
+        reads.push(scanner.last_stats().read);
+    }
     let rss_before = rss_kib();
     for _ in 0..100 {
         let procs = root.scan_filtered(|s| volee_procscan::could_match(&rules, &s.comm));
         let _ = find_agents(&procs, &rules);
+        let procs = scanner.scan(|s| volee_procscan::could_match(&rules, &s.comm));
+        let _ = find_agents(&procs, &rules);
     }
     let rss_after = rss_kib();
     ms.sort_by(f64::total_cmp);
+    steady.sort_by(f64::total_cmp);
+    reads.sort_unstable();
     for c in &mut children {
         let _ = c.kill();
     }
@@ -70,9 +91,17 @@ fn main() {
         let _ = c.wait();
     }
     println!(
-        "scan + match of {total} processes: min {:.1} ms, p50 {:.1} ms, max {:.1} ms (20 runs); RSS {rss_before} KiB before and {rss_after} KiB after 100 more scans",
+        "full scan + match of {total} processes: min {:.1} ms, p50 {:.1} ms, max {:.1} ms (20 runs)",
         ms[0],
         ms[ms.len() / 2],
         ms[ms.len() - 1]
     );
+    println!(
+        "daemon's repeated scan + match (Scanner): min {:.1} ms, p50 {:.1} ms, max {:.1} ms (20 runs), stat files read per scan p50 {}",
+        steady[0],
+        steady[steady.len() / 2],
+        steady[steady.len() - 1],
+        reads[reads.len() / 2]
+    );
+    println!("RSS {rss_before} KiB before and {rss_after} KiB after 100 more scans of each kind");
 }

@@ -3,12 +3,32 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-/// Read a whole file into `buf` (cleared first); false when it cannot be read.
+/// Read a whole file into `buf` (cleared first); false when it cannot be read. `/proc` files
+/// are generated whole at the first read, so one read into a buffer with room for them is the
+/// common case: the second, empty read that `read_to_end` does costs a quarter of a scan.
 fn read_into(path: &Path, buf: &mut Vec<u8>) -> bool {
     buf.clear();
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_to_end(buf))
-        .is_ok()
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    if buf.capacity() < 4096 {
+        buf.reserve(4096);
+    }
+    buf.resize(buf.capacity(), 0);
+    match f.read(buf) {
+        Ok(n) if n < buf.len() => {
+            buf.truncate(n);
+            true
+        }
+        Ok(n) => {
+            buf.truncate(n);
+            f.read_to_end(buf).is_ok()
+        }
+        Err(_) => {
+            buf.clear();
+            false
+        }
+    }
 }
 
 use crate::parse::{parse_cmdline, parse_environ, parse_stat, Stat};
@@ -111,5 +131,152 @@ impl ProcRoot {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+}
+
+/// Seconds a process counts as young: a young process may still `exec` into something else
+/// (`env node …`, `sh -c 'exec claude'`), so it is re-read at every scan.
+pub const YOUNG_SECS: u64 = 30;
+/// An old process that was not a candidate is re-read at one scan in this many (spread by pid),
+/// which bounds how long a late `exec` in an old process goes unseen.
+pub const REFRESH_EVERY: u32 = 10;
+
+#[derive(Debug)]
+struct Cached {
+    proc_: Proc,
+    candidate: bool,
+}
+
+/// Figures of the last [`Scanner::scan`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanStats {
+    /// Processes in the scan.
+    pub procs: usize,
+    /// Of which `stat` was read (new, young, candidate or due for a refresh).
+    pub read: usize,
+}
+
+/// Repeated scans of one root that skip re-reading what cannot have changed in a way that
+/// matters: an old process that was no candidate at its last read keeps its entry until its
+/// refresh turn. New processes, young ones and candidates are read at every scan, so a new agent
+/// is seen at the next scan and a candidate's state and arguments are always fresh.
+#[derive(Debug)]
+pub struct Scanner {
+    root: ProcRoot,
+    cache: std::collections::HashMap<u32, Cached>,
+    scans: u32,
+    clock_ticks: u64,
+    last: ScanStats,
+}
+
+impl Scanner {
+    pub fn new(root: ProcRoot) -> Scanner {
+        Scanner {
+            root,
+            cache: std::collections::HashMap::new(),
+            scans: 0,
+            // USER_HZ is 100 on every Linux architecture volee runs on.
+            clock_ticks: 100,
+            last: ScanStats::default(),
+        }
+    }
+
+    pub fn root(&self) -> &ProcRoot {
+        &self.root
+    }
+
+    /// Drop what earlier scans read: the next scan reads every process.
+    pub fn forget(&mut self) {
+        self.cache.clear();
+    }
+
+    pub fn last_stats(&self) -> ScanStats {
+        self.last
+    }
+
+    /// Seconds since boot from `uptime`, when the root has one (fixture trees need not).
+    fn uptime_ticks(&self, buf: &mut Vec<u8>) -> Option<u64> {
+        if !read_into(&self.root.root.join("uptime"), buf) {
+            return None;
+        }
+        let text = std::str::from_utf8(buf).ok()?;
+        let secs: f64 = text.split_ascii_whitespace().next()?.parse().ok()?;
+        Some((secs * self.clock_ticks as f64) as u64)
+    }
+
+    /// Every process, as [`ProcRoot::scan_filtered`] sees it, re-reading only what may have
+    /// changed (see the type's documentation).
+    pub fn scan(&mut self, wants_argv: impl Fn(&Stat) -> bool) -> Vec<Proc> {
+        self.scans = self.scans.wrapping_add(1);
+        let Ok(entries) = std::fs::read_dir(&self.root.root) else {
+            self.cache.clear();
+            return Vec::new();
+        };
+        let mut buf = Vec::with_capacity(4096);
+        let now = self.uptime_ticks(&mut buf);
+        let young = YOUNG_SECS * self.clock_ticks;
+        let mut path = self.root.root.clone();
+        let mut seen = std::collections::HashSet::new();
+        let mut read = 0;
+        for entry in entries.filter_map(Result::ok) {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            seen.insert(pid);
+            let keep = self.cache.get(&pid).is_some_and(|c| {
+                !c.candidate
+                    && now.is_some_and(|now| now.saturating_sub(c.proc_.stat.start_time) > young)
+                    && pid % REFRESH_EVERY != self.scans % REFRESH_EVERY
+            });
+            if keep {
+                continue;
+            }
+            read += 1;
+            path.push(entry.file_name());
+            path.push("stat");
+            let stat = read_into(&path, &mut buf)
+                .then(|| parse_stat(&buf))
+                .flatten()
+                .filter(|s| s.pid == pid);
+            path.pop();
+            let Some(stat) = stat else {
+                path.pop();
+                self.cache.remove(&pid);
+                continue;
+            };
+            let candidate = wants_argv(&stat);
+            let argv = if candidate {
+                path.push("cmdline");
+                let argv = if read_into(&path, &mut buf) {
+                    parse_cmdline(&buf)
+                } else {
+                    Vec::new()
+                };
+                path.pop();
+                argv
+            } else {
+                Vec::new()
+            };
+            path.pop();
+            self.cache.insert(
+                pid,
+                Cached {
+                    proc_: Proc { stat, argv },
+                    candidate,
+                },
+            );
+        }
+        self.cache.retain(|pid, _| seen.contains(pid));
+        let mut procs: Vec<Proc> = self.cache.values().map(|c| c.proc_.clone()).collect();
+        procs.sort_by_key(|p| p.stat.pid);
+        self.last = ScanStats {
+            procs: procs.len(),
+            read,
+        };
+        procs
     }
 }

@@ -266,3 +266,68 @@ fn the_real_proc_has_this_process() {
         .environ(me)
         .is_some_and(|e| e.iter().any(|(k, _)| k == "PATH")));
 }
+
+#[test]
+fn repeated_scans_reread_only_what_may_have_changed_and_miss_nothing() {
+    use volee_procscan::{Scanner, REFRESH_EVERY};
+    let dir = fixture();
+    let r = dir.path();
+    let rules = rules();
+    let wants = |s: &volee_procscan::Stat| volee_procscan::could_match(&rules, &s.comm);
+    // Without `uptime` (a fixture tree) every process counts as young: full scans.
+    let mut scanner = Scanner::new(ProcRoot::new(r));
+    let full = ProcRoot::new(r).scan_filtered(wants);
+    assert_eq!(scanner.scan(wants), full);
+    assert_eq!(scanner.scan(wants), full);
+    assert_eq!(scanner.last_stats().read, full.len());
+
+    // Every process is old now (start times are ~1,000 ticks, uptime 10,000 s).
+    std::fs::write(r.join("uptime"), "10000.00 5000.00\n").unwrap();
+    let first = scanner.scan(wants);
+    assert_eq!(first, full);
+    let candidates = full.iter().filter(|p| wants(&p.stat)).count();
+    let mut reads = Vec::new();
+    for _ in 0..REFRESH_EVERY {
+        assert_eq!(
+            scanner.scan(wants),
+            full,
+            "a cached scan differs from a full one"
+        );
+        reads.push(scanner.last_stats().read);
+    }
+    // Each scan reads the candidates and about a tenth of the rest; over a round, all of them.
+    assert!(
+        reads.iter().all(|&n| n >= candidates && n < full.len()),
+        "{reads:?}"
+    );
+    assert_eq!(
+        reads.iter().map(|n| n - candidates).sum::<usize>(),
+        full.len() - candidates
+    );
+
+    // A new process is seen at the next scan, a vanished one is gone at the next scan.
+    proc(r, 950, 101, "claude", 'S', &["claude"]);
+    std::fs::remove_dir_all(r.join("101")).unwrap();
+    let procs = scanner.scan(wants);
+    assert!(procs
+        .iter()
+        .any(|p| p.stat.pid == 950 && p.argv == ["claude"]));
+    assert!(procs.iter().all(|p| p.stat.pid != 101));
+    assert!(find_agents(&procs, &rules).iter().any(|f| f.pid == 950));
+
+    // An old shell that execs into an agent (same pid) is seen within one refresh round.
+    proc(r, 1, 0, "claude", 'S', &["claude", "--resume", "x"]);
+    let mut seen_at = None;
+    for i in 0..REFRESH_EVERY {
+        let procs = scanner.scan(wants);
+        if find_agents(&procs, &rules).iter().any(|f| f.pid == 1) {
+            seen_at = Some(i);
+            break;
+        }
+    }
+    assert!(seen_at.is_some(), "exec in an old process never seen");
+    // A candidate is read at every scan: its state is always fresh.
+    proc(r, 950, 101, "claude", 'Z', &[]);
+    let procs = scanner.scan(wants);
+    assert!(!find_agents(&procs, &rules).iter().any(|f| f.pid == 950));
+}
