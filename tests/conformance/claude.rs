@@ -24,7 +24,7 @@ use crate::{Observed, SetOnDrop};
 
 /// The key the throwaway user "approved" (Claude stores the last 20 characters of an approved
 /// key in `customApiKeyResponses.approved`).
-const API_KEY: &str = "test-key";
+pub(crate) const API_KEY: &str = "test-key";
 
 /// Hook events the test itself logs (in the throwaway user's settings, beside volee's own
 /// `--settings` layer), to compare payloads with what volee reports.
@@ -43,7 +43,7 @@ const LOGGED_EVENTS: &[&str] = &[
 
 /// `~/.claude.json` and `~/.claude/settings.json` of a user who has been through every
 /// first-run dialog. Returns both, for the report.
-fn seed_home(home: &Path, work: &Path, hook_log: &Path) -> (Value, Value) {
+pub(crate) fn seed_home(home: &Path, work: &Path, hook_log: &Path) -> (Value, Value) {
     let key_tail = &API_KEY[API_KEY.len().saturating_sub(20)..];
     let mut projects = serde_json::Map::new();
     projects.insert(

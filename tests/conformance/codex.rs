@@ -28,9 +28,9 @@ use volee_test_support::{require, TestEnv};
 use crate::common::{cmdline_mentions, seen_by_watcher, transient_blips, Diagnostics};
 use crate::Observed;
 
-const API_KEY: &str = "test-key";
-const MODEL: &str = "volee-test-model";
-const TOOL: &str = "exec_command";
+pub(crate) const API_KEY: &str = "test-key";
+pub(crate) const MODEL: &str = "volee-test-model";
+pub(crate) const TOOL: &str = "exec_command";
 
 /// `codex --version`'s first line ("codex-cli 0.171.0"), run with a throwaway HOME.
 fn version_line(bin: &Path) -> Option<String> {
@@ -57,7 +57,7 @@ fn version_line(bin: &Path) -> Option<String> {
 
 /// `~/.codex/config.toml` of a user who added an OpenAI-compatible endpoint as a custom model
 /// provider, trusted the work folder and wants to approve commands. Returns the config.
-fn seed_home(home: &Path, base_url: &str, work: &Path) -> String {
+pub(crate) fn seed_home(home: &Path, base_url: &str, work: &Path) -> String {
     let config = format!(
         "model = \"{MODEL}\"\nmodel_provider = \"volee\"\napproval_policy = \"on-request\"\nsandbox_mode = \"workspace-write\"\n\n[model_providers.volee]\nname = \"Volee test\"\nbase_url = \"{base_url}\"\nenv_key = \"VOLEE_TEST_MODEL_KEY\"\nwire_api = \"responses\"\n\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
         work.display()
@@ -70,9 +70,9 @@ fn seed_home(home: &Path, base_url: &str, work: &Path) -> String {
 
 /// Stops the shared app-server daemon of the throwaway HOME and kills whatever of that HOME still
 /// runs (`daemon stop` leaves its `pid-update-loop` behind), when the test ends in any way.
-struct DaemonCleanup {
-    bin: PathBuf,
-    home: PathBuf,
+pub(crate) struct DaemonCleanup {
+    pub(crate) bin: PathBuf,
+    pub(crate) home: PathBuf,
 }
 
 impl DaemonCleanup {

@@ -14,6 +14,7 @@
 mod claude;
 mod codex;
 mod common;
+mod discovery;
 mod gemini;
 mod grok;
 mod qwen;

@@ -18,8 +18,8 @@ use volee_test_support::{require, TestEnv};
 
 use crate::common::{cmdline_mentions, drive, logger_command, Spec};
 
-const API_KEY: &str = "test-key";
-const MODEL: &str = "volee-test-model";
+pub(crate) const API_KEY: &str = "test-key";
+pub(crate) const MODEL: &str = "volee-test-model";
 
 /// Hook events the test itself logs (beside volee's own system-defaults layer).
 const LOGGED_EVENTS: &[&str] = &[
@@ -36,7 +36,7 @@ const LOGGED_EVENTS: &[&str] = &[
 
 /// `~/.qwen/settings.json` of a user who picked an OpenAI-compatible endpoint (key and URL from
 /// the environment) and the approval mode that asks. Returns it, for the report.
-fn seed_home(home: &Path, work: &Path, hook_log: &Path) -> Value {
+pub(crate) fn seed_home(home: &Path, work: &Path, hook_log: &Path) -> Value {
     let logger = logger_command(hook_log);
     let mut hooks = serde_json::Map::new();
     for event in LOGGED_EVENTS {

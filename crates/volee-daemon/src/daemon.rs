@@ -590,6 +590,35 @@ impl Daemon {
                 .into_iter()
                 .filter(|f| !crate::discovery::is_launched(f, &parents, &launched))
                 .collect();
+        // A launcher chain may still be growing when a scan sees it (Qwen's launcher starts a
+        // second and then a third node process): an agent found at a process that is now a
+        // wrapper of a deeper one follows it to the innermost process, where the session runs.
+        for agent in self.registry.iter_mut() {
+            if agent.origin != Origin::Discovered || agent.is_ended() {
+                continue;
+            }
+            let Some(pid) = agent.pid else { continue };
+            if let Some(f) = found
+                .iter()
+                .find(|f| f.harness == agent.harness && f.pid != pid && f.wrappers.contains(&pid))
+            {
+                tracing::info!(
+                    "agent {} moves from pid {pid} to its innermost process {}",
+                    agent.id,
+                    f.pid
+                );
+                agent.pid = Some(f.pid);
+                // Published per process: ask again for the new one.
+                agent.session_id = None;
+                // Status files are named by pid (`sessions/<pid>.json`).
+                agent.status_file = agent.status_file.as_deref().and_then(|status| {
+                    let dir = Path::new(status).parent()?;
+                    Some(dir.join(format!("{}.json", f.pid)).display().to_string())
+                });
+                self.changed.insert(agent.id.clone());
+                self.save_needed = true;
+            }
+        }
         // Discovered agents whose process is gone.
         for agent in self.registry.iter_mut() {
             if agent.origin == Origin::Discovered
@@ -599,6 +628,22 @@ impl Daemon {
                     .any(|f| Some(f.pid) == agent.pid && f.harness == agent.harness)
             {
                 agent.signals.process_gone = Some(now);
+                self.save_needed = true;
+            }
+        }
+        // A harness may publish its session id after it started (Qwen and Grok write theirs at
+        // the first prompt; Codex opens its rollout file then): ask again for those without.
+        for agent in self.registry.iter_mut() {
+            if agent.origin != Origin::Discovered || agent.is_ended() || agent.session_id.is_some()
+            {
+                continue;
+            }
+            let Some(pid) = agent.pid else { continue };
+            let env = root.environ(pid).unwrap_or_default();
+            if let Some(session) = published_session_id(&root, &agent.harness, pid, &env) {
+                tracing::info!("agent {} published its session id {session}", agent.id);
+                agent.session_id = Some(session);
+                self.changed.insert(agent.id.clone());
                 self.save_needed = true;
             }
         }
@@ -707,15 +752,7 @@ impl Daemon {
                 })
                 .map(|p| p.display().to_string());
             // Identity from what the harness publishes, never from the newest transcript file.
-            record.session_id = var("HOME").and_then(|home| {
-                let path = volee_harness::listing::session_file(
-                    &f.harness,
-                    std::path::Path::new(&home),
-                    f.pid,
-                )?;
-                let text = std::fs::read_to_string(path).ok()?;
-                volee_harness::listing::parse_session_id(&f.harness, &text, f.pid)
-            });
+            record.session_id = published_session_id(&root, &f.harness, f.pid, &env);
             tracing::info!(
                 "discovered {} agent {id} (pid {}) at {:?}",
                 f.harness,
@@ -2145,6 +2182,35 @@ async fn read_version(command: &[String], home: Option<String>) -> Option<String
         .trim()
         .to_string();
     volee_harness::profile::parse_version(&line).map(|_| line)
+}
+
+/// The session id a harness process publishes: its harness's session file (Claude and Qwen
+/// `sessions/<pid>.json`, Grok `active_sessions.json`, under the process's own HOME), else a
+/// transcript it holds open (Codex's rollout file). Never the newest transcript on disk: with two
+/// agents in one folder that guess is wrong half the time.
+fn published_session_id(
+    root: &volee_procscan::ProcRoot,
+    harness: &str,
+    pid: u32,
+    env: &[(String, String)],
+) -> Option<String> {
+    let home = env
+        .iter()
+        .find(|(k, _)| k == "HOME")
+        .map(|(_, v)| v.as_str());
+    home.and_then(|home| {
+        let path = volee_harness::listing::session_file(harness, Path::new(home), pid)?;
+        let text = std::fs::read_to_string(path).ok()?;
+        volee_harness::listing::parse_session_id(harness, &text, pid)
+    })
+    .or_else(|| {
+        if !volee_harness::listing::holds_transcript_open(harness) {
+            return None;
+        }
+        root.open_files(pid)
+            .iter()
+            .find_map(|p| volee_harness::listing::session_id_from_open_file(harness, p))
+    })
 }
 
 /// Every pane of a tmux server (for placing discovered processes); empty when it does not answer.

@@ -130,6 +130,37 @@ pub fn parse_session_id(harness: &str, text: &str, pid: u32) -> Option<String> {
     (!id.is_empty() && id.len() <= 200).then(|| id.to_string())
 }
 
+/// Does this harness hold its transcript open (see [`session_id_from_open_file`])?
+pub fn holds_transcript_open(harness: &str) -> bool {
+    harness == "codex"
+}
+
+/// The session id in the path of a file the process holds open, for harnesses whose transcript
+/// stays open while the session runs: Codex's `~/.codex/sessions/YYYY/MM/DD/rollout-<ts>-<id>.jsonl`
+/// (the id is the UUID at the end of the name).
+pub fn session_id_from_open_file(harness: &str, path: &Path) -> Option<String> {
+    match harness {
+        "codex" => {
+            let text = path.to_str()?;
+            if !text.contains("/sessions/") {
+                return None;
+            }
+            let name = path.file_name()?.to_str()?;
+            let stem = name.strip_prefix("rollout-")?.strip_suffix(".jsonl")?;
+            // `<ts>-<uuid>`: the UUID is the last 36 characters, in 8-4-4-4-12 hex groups.
+            let id = stem.get(stem.len().checked_sub(36)?..)?;
+            let groups: Vec<&str> = id.split('-').collect();
+            let shape = groups.iter().map(|g| g.len()).collect::<Vec<_>>() == [8, 4, 4, 4, 12];
+            (shape
+                && groups
+                    .iter()
+                    .all(|g| g.bytes().all(|b| b.is_ascii_hexdigit())))
+            .then(|| id.to_string())
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod session_tests {
     use super::*;
@@ -149,6 +180,36 @@ mod session_tests {
         assert_eq!(
             session_file("grok", Path::new("/h"), 3),
             Some(PathBuf::from("/h/.grok/active_sessions.json"))
+        );
+    }
+
+    #[test]
+    fn codex_session_ids_from_its_open_rollout_file() {
+        let id = |p: &str| session_id_from_open_file("codex", Path::new(p));
+        assert_eq!(
+            id("/h/.codex/sessions/2026/11/30/rollout-2026-11-30T20-01-02-019a1b2c-3d4e-7f60-8a9b-0c1d2e3f4a5b.jsonl")
+                .as_deref(),
+            Some("019a1b2c-3d4e-7f60-8a9b-0c1d2e3f4a5b")
+        );
+        // Not a rollout, not under sessions/, a torn name, another harness.
+        assert_eq!(id("/h/.codex/log/codex-tui.log"), None);
+        assert_eq!(
+            id("/tmp/rollout-2026-019a1b2c-3d4e-7f60-8a9b-0c1d2e3f4a5b.jsonl"),
+            None
+        );
+        assert_eq!(id("/h/.codex/sessions/rollout-x.jsonl"), None);
+        assert_eq!(
+            id("/h/.codex/sessions/rollout-2026-zzzzzzzz-3d4e-7f60-8a9b-0c1d2e3f4a5b.jsonl"),
+            None
+        );
+        assert_eq!(
+            session_id_from_open_file(
+                "claude",
+                Path::new(
+                    "/h/.codex/sessions/rollout-2026-019a1b2c-3d4e-7f60-8a9b-0c1d2e3f4a5b.jsonl"
+                )
+            ),
+            None
         );
     }
 }

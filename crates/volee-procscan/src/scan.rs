@@ -124,6 +124,19 @@ impl ProcRoot {
         std::fs::read_link(self.file(pid, "cwd")).ok()
     }
 
+    /// What its open file descriptors point at (files only; sockets, pipes and anonymous
+    /// inodes are left out). Empty when they cannot be read (another user's process).
+    pub fn open_files(&self, pid: u32) -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(self.file(pid, "fd")) else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter_map(|e| std::fs::read_link(e.path()).ok())
+            .filter(|p| p.is_absolute())
+            .collect()
+    }
+
     /// Its executable.
     pub fn exe(&self, pid: u32) -> Option<PathBuf> {
         std::fs::read_link(self.file(pid, "exe")).ok()
