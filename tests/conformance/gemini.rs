@@ -80,8 +80,26 @@ fn insecure_ancestor(dir: &Path) -> Option<std::path::PathBuf> {
         .map(Path::to_path_buf)
 }
 
+/// How volee gives Gemini its hooks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hooks {
+    /// `GEMINI_CLI_SYSTEM_DEFAULTS_PATH` (per launch; needs a root-owned file).
+    SystemDefaults,
+    /// volee's own extension in `~/.gemini/extensions/volee-hooks/` (any user).
+    Extension,
+}
+
 #[test]
 fn gemini_cli_asks_permission_and_finishes_its_turn() {
+    run(Hooks::SystemDefaults);
+}
+
+#[test]
+fn gemini_cli_through_volees_extension_asks_permission_and_finishes_its_turn() {
+    run(Hooks::Extension);
+}
+
+fn run(hooks: Hooks) {
     let _serial = crate::serial();
     if !require("tmux", "the Gemini CLI conformance test") {
         return;
@@ -91,37 +109,47 @@ fn gemini_cli_asks_permission_and_finishes_its_turn() {
         return;
     };
 
-    // 0.61.0 reads a system-defaults file (volee's hooks) only when the file and every directory
-    // above it belong to root and are not group/other-writable; otherwise it shows "Security
-    // Warning: Skipping system defaults file …" and runs without volee's hooks. So the test
-    // world cannot live under /tmp: it goes under cargo's target tmp directory instead.
-    if !nix::unistd::getuid().is_root() {
-        eprintln!(
-            "SKIPPED: Gemini CLI {} ignores volee's system-defaults file unless it is owned by root, \
-             so its hooks cannot work for this user (uid {})",
-            pinned.version,
-            nix::unistd::getuid()
-        );
-        return;
-    }
-    let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    std::fs::create_dir_all(base).unwrap();
-    // The test lock is held and no other thread of this test runs yet: nothing reads the
-    // environment while it changes (tempfile reads TMPDIR).
-    let previous = std::env::var_os("TMPDIR");
-    std::env::set_var("TMPDIR", base);
-    let mut env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
-    match previous {
-        Some(v) => std::env::set_var("TMPDIR", v),
-        None => std::env::remove_var("TMPDIR"),
-    }
-    if let Some(insecure) = insecure_ancestor(env.root()) {
-        eprintln!(
-            "SKIPPED: {} is group/other-writable or not root's, so Gemini CLI would skip volee's system-defaults file",
-            insecure.display()
-        );
-        return;
-    }
+    let mut env = if hooks == Hooks::Extension {
+        let mut env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
+        // As root volee would use the system-defaults file: ask for the extension.
+        env.extra_env
+            .push(("VOLEE_GEMINI_HOOKS".into(), "extension".into()));
+        env
+    } else {
+        // 0.61.0 reads a system-defaults file (volee's hooks) only when the file and every
+        // directory above it belong to root and are not group/other-writable; otherwise it shows
+        // "Security Warning: Skipping system defaults file …" (volee then uses its extension,
+        // tested above). So this test world cannot live under /tmp: it goes under cargo's
+        // target tmp directory instead.
+        if !nix::unistd::getuid().is_root() {
+            eprintln!(
+                "SKIPPED: Gemini CLI {} ignores a system-defaults file unless root owns it, \
+                 so volee gives this user (uid {}) its hooks through its extension instead",
+                pinned.version,
+                nix::unistd::getuid()
+            );
+            return;
+        }
+        let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        std::fs::create_dir_all(base).unwrap();
+        // The test lock is held and no other thread of this test runs yet: nothing reads the
+        // environment while it changes (tempfile reads TMPDIR).
+        let previous = std::env::var_os("TMPDIR");
+        std::env::set_var("TMPDIR", base);
+        let env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
+        match previous {
+            Some(v) => std::env::set_var("TMPDIR", v),
+            None => std::env::remove_var("TMPDIR"),
+        }
+        if let Some(insecure) = insecure_ancestor(env.root()) {
+            eprintln!(
+                "SKIPPED: {} is group/other-writable or not root's, so Gemini CLI would skip volee's system-defaults file",
+                insecure.display()
+            );
+            return;
+        }
+        env
+    };
     env.start_tmux();
     let work = env.work().canonicalize().unwrap();
     let marker = work.join("volee-conformance-touched");
@@ -185,7 +213,22 @@ fn gemini_cli_asks_permission_and_finishes_its_turn() {
             format!("~/.gemini/trustedFolders.json seed: {trusted}"),
         ],
     };
+    let extension = env.home().join(".gemini/extensions/volee-hooks");
     drive(&spec, &env, &server, &hook_log, &marker, &|pid| {
         cmdline_mentions(pid, "gemini")
     });
+    if hooks == Hooks::Extension {
+        // The agent is done: nothing needs volee's extension any more.
+        volee_test_support::wait_until(
+            "volee removes its Gemini extension",
+            std::time::Duration::from_secs(10),
+            || (!extension.exists()).then_some(()),
+            || format!("{} still exists", extension.display()),
+        );
+    } else {
+        assert!(
+            !extension.exists(),
+            "the system-defaults launch wrote an extension"
+        );
+    }
 }

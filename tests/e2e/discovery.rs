@@ -7,6 +7,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use serde_json::Value;
 use volee_test_support::{require, wait_until};
 
 use crate::setup;
@@ -147,6 +148,48 @@ fn processes_started_elsewhere_are_discovered_with_their_host() {
         },
         || env.agent(pane_agent["id"].as_str().unwrap()).to_string(),
     );
+    // A hook from a session volee did not launch (volee's hooks file is read by every session
+    // of some harnesses) has no agent id: it reaches the discovered agent whose published
+    // session id it names, and no other.
+    let hook = |session: &str| {
+        use std::io::Write;
+        let mut child = env
+            .volee(["hook", "claude", "PermissionRequest"])
+            .env_remove("VOLEE_AGENT_ID")
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let payload =
+            format!(r#"{{"session_id":"{session}","hook_event_name":"PermissionRequest"}}"#);
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(payload.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+    };
+    let pane_id = pane_agent["id"].as_str().unwrap();
+    hook("someone-else");
+    hook(&format!("disc-{pid}"));
+    wait_until(
+        "the agent-less hook reaches the discovered agent by its session id",
+        Duration::from_secs(5),
+        || {
+            let a = env.agent(pane_id);
+            (a["state"] == "needs_you" && a["state_source"] == "hooks").then_some(())
+        },
+        || env.agent(pane_id).to_string(),
+    );
+    let others: Vec<Value> = agents(&env)
+        .into_iter()
+        .filter(|a| a["id"] != pane_id && a["state_source"] == "hooks")
+        .collect();
+    assert!(
+        others.is_empty(),
+        "the hook reached another agent: {others:?}"
+    );
+
     // The pane one goes away: stopped, "process gone".
     let in_pane = found
         .iter()

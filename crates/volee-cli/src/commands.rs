@@ -200,6 +200,7 @@ pub fn launch(args: LaunchArgs) -> CliResult {
             fit: volee_protocol::ProfileFit::Generic,
             session_id: None,
             env: Vec::new(),
+            hooks_extension: false,
         }
     } else {
         crate::harness_cli::launch_line(
@@ -225,6 +226,7 @@ pub fn launch(args: LaunchArgs) -> CliResult {
         harness_version: launch.version,
         profile_fit: launch.fit,
         session_id: launch.session_id,
+        hooks_extension: launch.hooks_extension,
         cwd: cwd.display().to_string(),
         name: args.name,
         env,
@@ -525,6 +527,7 @@ pub fn resume(id: &str, as_json: bool) -> CliResult {
             fit: volee_protocol::ProfileFit::Generic,
             session_id: None,
             env: Vec::new(),
+            hooks_extension: false,
         }
     } else {
         let session = old.session_id.as_deref().ok_or_else(|| {
@@ -572,6 +575,7 @@ pub fn resume(id: &str, as_json: bool) -> CliResult {
         harness_version: launch.version,
         profile_fit: launch.fit,
         session_id: launch.session_id,
+        hooks_extension: launch.hooks_extension,
         cwd,
         name: Some(old.name.clone()),
         env,

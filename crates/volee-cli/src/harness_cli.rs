@@ -21,6 +21,8 @@ pub struct HarnessLaunch {
     pub version: Option<String>,
     pub fit: ProfileFit,
     pub session_id: Option<String>,
+    /// Hooks through volee's own extension directory (written by the daemon).
+    pub hooks_extension: bool,
 }
 
 /// Options of `volee launch` that a profile turns into flags.
@@ -189,6 +191,7 @@ pub fn launch_line(profile: &Profile, opts: &LaunchOptions) -> CliResult<Harness
     }
     let mut command = vec![program.display().to_string()];
     let mut env = Vec::new();
+    let mut hooks_extension = false;
     let bin = std::env::current_exe()
         .map_err(|e| CliError::from_error(Exit::Internal, &e))?
         .display()
@@ -203,11 +206,11 @@ pub fn launch_line(profile: &Profile, opts: &LaunchOptions) -> CliResult<Harness
             // Gemini skips a system defaults file unless it and every directory above it belong
             // to root and are not group/other-writable — and then runs with no system defaults
             // at all. Naming an insecure file would drop the administrator's settings too.
-            if profile.name == "gemini" && !root_owned_chain(&file) {
-                eprintln!(
-                    "warning: Gemini only reads a system defaults file that root owns all the way up ({} is not): this agent gets no hooks; its states come from the title and screen",
-                    file.display()
-                );
+            // The administrator's settings then stay as they are; volee's hooks come from its
+            // own extension instead (`VOLEE_GEMINI_HOOKS=extension` asks for that anyway).
+            let forced = std::env::var("VOLEE_GEMINI_HOOKS").is_ok_and(|v| v == "extension");
+            if profile.name == "gemini" && (forced || !root_owned_chain(&file)) {
+                hooks_extension = true;
             } else {
                 env.push((var.to_string(), file.display().to_string()));
             }
@@ -271,6 +274,7 @@ pub fn launch_line(profile: &Profile, opts: &LaunchOptions) -> CliResult<Harness
         fit,
         session_id,
         env,
+        hooks_extension,
     })
 }
 

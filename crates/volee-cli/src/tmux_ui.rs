@@ -562,6 +562,7 @@ pub fn launch_line(socket: &Path, pane: &str, client_name: Option<String>) -> Cl
         harness_version: None,
         profile_fit: volee_protocol::ProfileFit::Generic,
         session_id: None,
+        hooks_extension: false,
     };
     match client.request(&Request::Launch(req))? {
         Response::Agent { agent } => {

@@ -1051,7 +1051,36 @@ impl Daemon {
             );
             return;
         }
-        let Some(agent) = self.registry.get_mut(&event.agent) else {
+        // A hook from a session volee did not launch (volee's own hooks file or extension is
+        // loaded by every session of the harness) carries no agent id: it belongs to the
+        // discovered agent whose published session id it names, else to nobody.
+        let agent_id = if event.agent.is_empty() {
+            let by_session = event.session_id.as_deref().and_then(|s| {
+                self.registry
+                    .iter()
+                    .find(|a| {
+                        a.origin == Origin::Discovered
+                            && !a.is_ended()
+                            && a.harness == event.harness
+                            && a.session_id.as_deref() == Some(s)
+                    })
+                    .map(|a| a.id.clone())
+            });
+            match by_session {
+                Some(id) => id,
+                None => {
+                    tracing::debug!(
+                        "hook {} {} from a session volee does not know",
+                        event.harness,
+                        event.event
+                    );
+                    return;
+                }
+            }
+        } else {
+            event.agent.clone()
+        };
+        let Some(agent) = self.registry.get_mut(&agent_id) else {
             tracing::warn!(
                 "hook {} {} names unknown agent {:?}",
                 event.harness,
@@ -1521,10 +1550,22 @@ impl Daemon {
             .map(|(p, h)| (p.clone(), h.clone()))
             .collect();
         for (path, harness) in unneeded {
-            // Only ever remove a file volee wrote (it calls `volee hook HARNESS`).
+            // Only ever remove a file volee wrote (it calls `volee hook HARNESS`); a directory
+            // (volee's Gemini extension) only when its hooks file is volee's.
             let marker = format!(" hook {harness} ");
-            if std::fs::read_to_string(&path).is_ok_and(|t| t.contains(&marker)) {
-                match std::fs::remove_file(&path) {
+            let is_dir = path.is_dir();
+            let hooks = if is_dir {
+                path.join("hooks/hooks.json")
+            } else {
+                path.clone()
+            };
+            if std::fs::read_to_string(&hooks).is_ok_and(|t| t.contains(&marker)) {
+                let removed = if is_dir {
+                    std::fs::remove_dir_all(&path)
+                } else {
+                    std::fs::remove_file(&path)
+                };
+                match removed {
                     Ok(()) => {
                         tracing::info!("removed {} (no {harness} agent needs it)", path.display())
                     }
@@ -1863,6 +1904,36 @@ impl Daemon {
                 return env_error(&format!("could not write {}: {e}", path.display()), vec![]);
             }
             self.hook_files.insert(path, req.harness.clone());
+        }
+        if req.hooks_extension && req.harness == "gemini" {
+            let Some(home) = req
+                .env
+                .iter()
+                .find(|(k, _)| k == "HOME")
+                .map(|(_, v)| PathBuf::from(v))
+                .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
+            else {
+                return env_error(
+                    "HOME is not set: cannot place volee's Gemini extension",
+                    vec![],
+                );
+            };
+            let dir = home.join(volee_harness::instrument::GEMINI_EXTENSION_DIR);
+            let written =
+                volee_harness::instrument::gemini_extension(&volee_bin.display().to_string())
+                    .into_iter()
+                    .try_for_each(|(name, value)| {
+                        let path = dir.join(name);
+                        if let Some(parent) = path.parent() {
+                            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+                        }
+                        persist::save_json(&path, &value).map_err(|e| e.to_string())
+                    });
+            if let Err(e) = written {
+                let _ = server.run_async(&["kill-pane", "-t", pane]).await;
+                return env_error(&format!("could not write {}: {e}", dir.display()), vec![]);
+            }
+            self.hook_files.insert(dir, req.harness.clone());
         }
         let mut env = req.env.clone();
         env.retain(|(k, _)| k != "VOLEE_AGENT_ID");

@@ -59,6 +59,26 @@ pub fn append_hooks(settings: &mut Value, harness: &str, volee_bin: &str) -> boo
     true
 }
 
+/// volee's own Gemini extension, under HOME: its only content is volee's hooks
+/// (`hooks/hooks.json`) and the manifest Gemini needs to load it. Used when Gemini would ignore
+/// volee's system-defaults file (it reads one only when root owns it and every directory above).
+pub const GEMINI_EXTENSION_DIR: &str = ".gemini/extensions/volee-hooks";
+
+/// The files of volee's Gemini extension: (path relative to [`GEMINI_EXTENSION_DIR`], JSON).
+pub fn gemini_extension(volee_bin: &str) -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "gemini-extension.json",
+            json!({
+                "name": "volee-hooks",
+                "version": "1.0.0",
+                "description": "volee's hooks: report this session's state to volee (written by volee while it supervises a Gemini agent, removed after)"
+            }),
+        ),
+        ("hooks/hooks.json", hooks_settings("gemini", volee_bin)),
+    ]
+}
+
 /// Name of volee's own file in `~/.grok/hooks/`.
 pub const GROK_HOOKS_FILE: &str = "volee-hooks.json";
 
@@ -75,6 +95,18 @@ mod tests {
         assert_eq!(cmd, r"'/opt/it'\''s/volee' hook claude Stop");
         let g = hook_entry("gemini", "AfterAgent", "/v");
         assert_eq!(g["hooks"][0]["timeout"], 10000);
+    }
+
+    #[test]
+    fn the_gemini_extension_holds_only_volee_hooks() {
+        let files = gemini_extension("/v");
+        assert_eq!(files[0].1["name"], "volee-hooks");
+        let hooks = &files[1].1["hooks"];
+        assert_eq!(
+            hooks["AfterAgent"][0]["hooks"][0]["command"],
+            "/v hook gemini AfterAgent"
+        );
+        assert_eq!(files[1].0, "hooks/hooks.json");
     }
 
     #[test]

@@ -220,6 +220,11 @@ pub struct LaunchRequest {
     /// A session id preset on the command line (`--session-id`).
     #[serde(default)]
     pub session_id: Option<String>,
+    /// Give the harness volee's hooks through volee's own extension directory (Gemini, when
+    /// its system-defaults file cannot be used); the daemon writes it and removes it when no
+    /// agent of the harness needs it.
+    #[serde(default)]
+    pub hooks_extension: bool,
 }
 
 fn generic_fit() -> ProfileFit {
