@@ -104,7 +104,7 @@ mod tests {
         let hooks = &files[1].1["hooks"];
         assert_eq!(
             hooks["AfterAgent"][0]["hooks"][0]["command"],
-            "/v hook gemini AfterAgent"
+            "'/v' hook gemini AfterAgent"
         );
         assert_eq!(files[1].0, "hooks/hooks.json");
     }
