@@ -225,7 +225,33 @@ fn a_claude_code_started_by_hand_is_discovered_with_its_session() {
         .map(|(k, v)| (k.to_string(), v))
         .to_vec(),
         published: Some(&published),
-        also: &|_| {},
+        // `claude agents --json` lists the same sessions as the status files volee reads (without
+        // a process per look): compare them while the agent waits.
+        also: &|pid| {
+            let out = std::process::Command::new(bin_dir.join("claude"))
+                .args(["agents", "--json"])
+                .env("HOME", &home)
+                .env("CLAUDE_CODE_TMPDIR", &claude_tmp)
+                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+                .env("DISABLE_AUTOUPDATER", "1")
+                .current_dir(&work)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            eprintln!(
+                "claude agents --json ({}): {text}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let listed: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            let entry = listed
+                .as_array()
+                .and_then(|a| a.iter().find(|e| e["pid"] == pid))
+                .unwrap_or_else(|| panic!("pid {pid} not in claude agents --json: {text}"));
+            assert_eq!(entry["sessionId"].as_str(), published(pid).as_deref());
+            assert_eq!(entry["status"], "waiting", "{entry}");
+        },
         // Claude publishes `waiting` in its status file; its screen rule may be first.
         needs_you_sources: &["listing", "screen"],
     };
