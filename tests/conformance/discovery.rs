@@ -175,6 +175,27 @@ fn discover(env: &TestEnv, bin_dir: &Path, case: &Case) {
     volee_test_support::wait_process_gone(case.harness, i64::from(pid), Duration::from_secs(10));
 }
 
+/// The test lock, the pinned harness's bin directory, a test world with its tmux running and its
+/// work folder; None when the harness cannot be had here (skipped outside CI).
+fn world(
+    harness: &str,
+) -> Option<(
+    std::sync::MutexGuard<'static, ()>,
+    PathBuf,
+    TestEnv,
+    PathBuf,
+)> {
+    let serial = crate::serial();
+    if !require("tmux", &format!("the {harness} discovery test")) {
+        return None;
+    }
+    let bin_dir = crate::install(&crate::pinned(harness))?;
+    let env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
+    env.start_tmux();
+    let work = env.work().canonicalize().unwrap();
+    Some((serial, bin_dir, env, work))
+}
+
 fn json_field(path: PathBuf, field: &str) -> Option<String> {
     let text = std::fs::read_to_string(path).ok()?;
     let v: Value = serde_json::from_str(&text).ok()?;
@@ -183,16 +204,9 @@ fn json_field(path: PathBuf, field: &str) -> Option<String> {
 
 #[test]
 fn a_claude_code_started_by_hand_is_discovered_with_its_session() {
-    let _serial = crate::serial();
-    if !require("tmux", "the Claude Code discovery test") {
-        return;
-    }
-    let Some(bin_dir) = crate::install(&crate::pinned("claude")) else {
+    let Some((_serial, bin_dir, env, work)) = world("claude") else {
         return;
     };
-    let env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
-    env.start_tmux();
-    let work = env.work().canonicalize().unwrap();
     let hook_log = env.root().join("hook-payloads");
     let claude_tmp = env.root().join("claude-tmp");
     std::fs::create_dir_all(&hook_log).unwrap();
@@ -260,16 +274,9 @@ fn a_claude_code_started_by_hand_is_discovered_with_its_session() {
 
 #[test]
 fn a_qwen_code_started_by_hand_is_discovered_with_its_session() {
-    let _serial = crate::serial();
-    if !require("tmux", "the Qwen Code discovery test") {
-        return;
-    }
-    let Some(bin_dir) = crate::install(&crate::pinned("qwen")) else {
+    let Some((_serial, bin_dir, env, work)) = world("qwen") else {
         return;
     };
-    let env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
-    env.start_tmux();
-    let work = env.work().canonicalize().unwrap();
     let hook_log = env.root().join("hook-payloads");
     std::fs::create_dir_all(&hook_log).unwrap();
     crate::qwen::seed_home(&env.home(), &work, &hook_log);
@@ -306,17 +313,10 @@ fn a_qwen_code_started_by_hand_is_discovered_with_its_session() {
 
 #[test]
 fn a_codex_cli_started_by_hand_is_discovered_with_its_session() {
-    let _serial = crate::serial();
-    if !require("tmux", "the Codex CLI discovery test") {
-        return;
-    }
     let pinned = crate::pinned("codex");
-    let Some(bin_dir) = crate::install(&pinned) else {
+    let Some((_serial, bin_dir, env, work)) = world("codex") else {
         return;
     };
-    let env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
-    env.start_tmux();
-    let work = env.work().canonicalize().unwrap();
     let server = ModelServer::start(vec![
         Turn::tool(
             crate::codex::TOOL,

@@ -70,46 +70,8 @@ impl ProcRoot {
     /// Every process's `stat`; `cmdline` only where `wants_argv(stat)` (the candidates), so a
     /// scan of thousands of processes reads one small file each. Buffers are reused.
     pub fn scan_filtered(&self, wants_argv: impl Fn(&Stat) -> bool) -> Vec<Proc> {
-        let Ok(entries) = std::fs::read_dir(&self.root) else {
-            return Vec::new();
-        };
-        let mut buf = Vec::with_capacity(4096);
-        let mut path = self.root.clone();
-        let mut procs = Vec::new();
-        for entry in entries.filter_map(Result::ok) {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            path.push(entry.file_name());
-            path.push("stat");
-            let stat = read_into(&path, &mut buf)
-                .then(|| parse_stat(&buf))
-                .flatten();
-            path.pop();
-            let argv = match &stat {
-                Some(s) if wants_argv(s) => {
-                    path.push("cmdline");
-                    let argv = if read_into(&path, &mut buf) {
-                        parse_cmdline(&buf)
-                    } else {
-                        Vec::new()
-                    };
-                    path.pop();
-                    argv
-                }
-                _ => Vec::new(),
-            };
-            path.pop();
-            if let Some(stat) = stat.filter(|s| s.pid == pid) {
-                procs.push(Proc { stat, argv });
-            }
-        }
-        procs.sort_by_key(|p| p.stat.pid);
-        procs
+        // A scanner's first scan reads everything.
+        Scanner::new(self.clone()).scan(wants_argv)
     }
 
     /// The process's environment, when readable (same user).
