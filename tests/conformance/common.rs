@@ -307,6 +307,7 @@ pub fn drive(
         assert!(
             !command.contains("permission")
                 && !command.contains("approval")
+                && !command.contains("dangerously")
                 && !command.contains("yolo"),
             "volee must not pass a permission flag: {command}"
         );

@@ -1,8 +1,8 @@
 //! Harness conformance tests: the **real** harness programs, at pinned versions
 //! (`harnesses.txt`), driven through volee in a private tmux against a scripted loopback model
 //! server (`volee_test_support::model_server`) — no vendor API: Claude Code (Anthropic Messages),
-//! Qwen Code (OpenAI chat completions), Gemini CLI (Gemini `streamGenerateContent`). Claude has
-//! its own test body; Qwen and Gemini share `common::drive`.
+//! Qwen Code (OpenAI chat completions), Gemini CLI (Gemini `streamGenerateContent`). The hooked harnesses
+//! (Claude, Qwen, Gemini, Grok) share `common::drive`; Codex (hookless) has its own body.
 //!
 //! Each harness is installed with npm into
 //! `${VOLEE_HARNESS_CACHE:-$HOME/.cache/volee-ci/harnesses}/NAME-VERSION/` unless it is already
