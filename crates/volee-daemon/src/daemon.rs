@@ -368,6 +368,9 @@ struct Daemon {
     watchers: Vec<(String, mpsc::UnboundedSender<Response>)>,
     /// The `last_output` value whose screen was already read, per agent.
     screen_checked: HashMap<String, Millis>,
+    /// Until when a pane's output is the echo of text volee typed (between its paste and the
+    /// Enter that follows after the profile's delay): not the agent's own activity.
+    echo_until: HashMap<String, Millis>,
     last_status: HashMap<PathBuf, String>,
     /// When `/proc` was last scanned for harness processes started outside volee.
     last_scan: Millis,
@@ -414,6 +417,7 @@ impl Daemon {
             tx,
             watchers: Vec::new(),
             screen_checked: HashMap::new(),
+            echo_until: HashMap::new(),
             last_status: HashMap::new(),
             exit_retries: HashMap::new(),
             title_read_at: HashMap::new(),
@@ -1219,6 +1223,10 @@ impl Daemon {
                 ..
             } => {
                 if let Some(id) = self.agent_by_pane(&key.socket, &pane) {
+                    if self.echo_until.get(&id).is_some_and(|until| now < *until) {
+                        // The harness drawing what volee is typing into its input box.
+                        return;
+                    }
                     if let Some(a) = self.registry.get_mut(&id) {
                         a.signals.last_output = Some(now);
                     }
@@ -1658,6 +1666,7 @@ impl Daemon {
 
     /// Remove an ended agent and its dead pane.
     fn forget(&mut self, id: &str) {
+        self.echo_until.remove(id);
         if let Some(agent) = self.registry.remove(id) {
             if let Host::Tmux { socket, pane, .. } = &agent.host {
                 // Only a dead pane is closed: remain-on-exit kept it for the user to read.
@@ -2087,6 +2096,10 @@ impl Daemon {
             };
             if let Err(resp) = typed {
                 return *resp;
+            }
+            if input.enter_delay_ms > 0 {
+                self.echo_until
+                    .insert(id.clone(), now_ms() + input.enter_delay_ms);
             }
         }
         // Some TUIs drop an Enter that arrives with the paste: submit after the profile's delay,
