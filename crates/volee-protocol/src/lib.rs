@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod zellij;
+
 /// Bumped whenever a request or response changes shape; a CLI that sees another version restarts
 /// the daemon (the registry survives, see `docs/ARCHITECTURE.md`).
 pub const PROTOCOL_VERSION: u32 = 3;

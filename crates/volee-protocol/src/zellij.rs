@@ -1,0 +1,142 @@
+//! The daemon ⇄ zellij plugin protocol (one NDJSON object per line), shared by the native daemon
+//! and the wasm plugin (`zellij-plugin/`).
+//!
+//! - **Plugin → daemon**: the daemon keeps one long-lived
+//!   `zellij --session S pipe --name volee-stream --args v=VERSION` open per zellij session; every
+//!   plugin instance that receives it calls `block_cli_pipe_input` (so the pipe stays open) and
+//!   writes [`PluginEvent`] lines to it with `cli_pipe_output`. Several instances (one per attached
+//!   client) may all write: the daemon deduplicates (events are idempotent, see each variant).
+//! - **Daemon → plugin**: one-shot `zellij --session S pipe --name volee -- JSON` with one
+//!   [`PluginCommand`]; the plugin answers with one line (`"ok"` or a [`PluginEvent::Mismatch`]) and
+//!   unblocks the pipe.
+//!
+//! A plugin and a daemon of different [`PIPE_VERSION`]s refuse each other with a message that
+//! says to rebuild or reload the plugin.
+
+use serde::{Deserialize, Serialize};
+
+use crate::AgentView;
+
+/// Bumped whenever a message below changes shape.
+pub const PIPE_VERSION: u32 = 1;
+/// Name of the long-lived stream pipe (plugin → daemon events).
+pub const STREAM_PIPE: &str = "volee-stream";
+/// Name of the one-shot command pipe (daemon → plugin).
+pub const COMMAND_PIPE: &str = "volee";
+/// The `--args` key carrying the daemon's [`PIPE_VERSION`] on the stream pipe.
+pub const VERSION_ARG: &str = "v";
+/// What the plugin should say when the versions differ (both sides print it).
+pub const MISMATCH_HINT: &str =
+    "rebuild the plugin (cargo build --release --target wasm32-wasip1 in zellij-plugin/) and reload it (zellij action start-or-reload-plugin), or restart the zellij session";
+
+/// One terminal pane as the plugin sees it (`PaneUpdate`), with the tab it sits in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZellijPane {
+    /// Terminal pane id (`terminal_<id>` on the command line, `ZELLIJ_PANE_ID` inside it).
+    pub id: u32,
+    /// Tab position (0-based, as `PaneManifest` keys it).
+    pub tab: usize,
+    pub tab_name: String,
+    /// The pane's title: its OSC 0/2 title unless the pane is named.
+    pub title: String,
+    pub exited: bool,
+    pub exit_status: Option<i32>,
+    pub is_focused: bool,
+    /// Is its tab the active one (for the client of this plugin instance)?
+    pub tab_active: bool,
+    pub terminal_command: Option<String>,
+}
+
+/// Plugin → daemon, one per line on the stream pipe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PluginEvent {
+    /// First line on a stream: the plugin's protocol version and build.
+    Hello {
+        version: u32,
+        plugin_version: String,
+        /// zellij's id of the plugin instance (one per client).
+        plugin_id: u32,
+    },
+    /// The plugin speaks another [`PIPE_VERSION`]; nothing else follows.
+    Mismatch {
+        plugin_version: u32,
+        daemon_version: u32,
+        hint: String,
+    },
+    /// Every terminal pane of the session, sent whenever one of them changed (title, exit, focus,
+    /// tab). Idempotent: the newest list wins.
+    Panes { panes: Vec<ZellijPane> },
+    /// The visible text of a pane changed (a render report for a visible pane, a poll of
+    /// `get_pane_scrollback` for a watched pane in a hidden tab): its last lines, plain text.
+    /// Counts as output activity. Duplicates from several instances are harmless.
+    Screen { pane: u32, lines: Vec<String> },
+    /// A tab's bell flag rose (zellij reports it only for a tab that is not active): `panes` are
+    /// the terminal panes of that tab.
+    Bell { tab: usize, panes: Vec<u32> },
+    /// A pane was closed.
+    Closed { pane: u32 },
+}
+
+/// Daemon → plugin, one per one-shot pipe message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PluginCommand {
+    /// The agents for the UI pane (sent on every change) and the panes to watch: the plugin
+    /// reports [`PluginEvent::Screen`] only for these, polling those in hidden tabs.
+    Agents {
+        version: u32,
+        agents: Vec<AgentView>,
+        /// Terminal pane ids of the agents of this session.
+        watch: Vec<u32>,
+    },
+    /// Bring a pane to the front for the plugin's client (`volee attach`).
+    Focus { version: u32, pane: u32 },
+}
+
+impl PluginCommand {
+    pub fn version(&self) -> u32 {
+        match self {
+            PluginCommand::Agents { version, .. } | PluginCommand::Focus { version, .. } => {
+                *version
+            }
+        }
+    }
+}
+
+/// `terminal_12` → 12 (the form `zellij action` prints and takes), also a bare `12`.
+pub fn parse_terminal_id(text: &str) -> Option<u32> {
+    let text = text.trim();
+    text.strip_prefix("terminal_").unwrap_or(text).parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn events_are_tagged_lines() {
+        let e = PluginEvent::Screen {
+            pane: 3,
+            lines: vec!["$ ".into()],
+        };
+        let line = serde_json::to_string(&e).unwrap();
+        assert_eq!(line, r#"{"type":"screen","pane":3,"lines":["$ "]}"#);
+        assert_eq!(serde_json::from_str::<PluginEvent>(&line).unwrap(), e);
+        let c = PluginCommand::Focus {
+            version: PIPE_VERSION,
+            pane: 2,
+        };
+        let line = serde_json::to_string(&c).unwrap();
+        assert_eq!(line, r#"{"type":"focus","version":1,"pane":2}"#);
+        assert_eq!(c.version(), PIPE_VERSION);
+    }
+
+    #[test]
+    fn terminal_ids() {
+        assert_eq!(parse_terminal_id("terminal_12\n"), Some(12));
+        assert_eq!(parse_terminal_id("7"), Some(7));
+        assert_eq!(parse_terminal_id("plugin_1"), None);
+    }
+}
