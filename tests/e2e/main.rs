@@ -9,6 +9,7 @@ mod discovery;
 mod hooks;
 mod states;
 mod tmux_front;
+mod zellij;
 
 use std::sync::{Mutex, MutexGuard};
 

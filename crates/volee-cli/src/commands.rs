@@ -157,21 +157,27 @@ pub fn launch(args: LaunchArgs) -> CliResult {
             ));
         }
     }
-    let tmux_session = match args.host.as_deref() {
-        None | Some("tmux") => None,
-        Some(h) if h.starts_with("tmux:") => Some(h["tmux:".len()..].to_string()),
-        Some(h) if h == "zellij" || h.starts_with("zellij:") => {
-            return Err(
-                CliError::user("zellij hosts are not supported by this build yet")
-                    .hint("use --host tmux[:SESSION]"),
-            )
+    let (tmux_session, zellij_session) = match args.host.as_deref() {
+        None | Some("tmux") => (None, None),
+        Some(h) if h.starts_with("tmux:") => (Some(h["tmux:".len()..].to_string()), None),
+        Some("zellij") => match std::env::var("ZELLIJ_SESSION_NAME") {
+            Ok(s) if !s.is_empty() => (None, Some(s)),
+            _ => {
+                return Err(CliError::user("not inside zellij: which session?")
+                    .hint("use --host zellij:SESSION (sessions: zellij list-sessions)"))
+            }
+        },
+        Some(h) if h.starts_with("zellij:") && h.len() > "zellij:".len() => {
+            (None, Some(h["zellij:".len()..].to_string()))
         }
         Some(h) => {
             return Err(CliError::user(format!("unknown host {h:?}"))
-                .hint("use --host tmux or --host tmux:SESSION"))
+                .hint("use --host tmux[:SESSION] or --host zellij[:SESSION]"))
         }
     };
-    volee_tmux::server::version()?;
+    if zellij_session.is_none() {
+        volee_tmux::server::version()?;
+    }
     let cwd = match &args.cwd {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().map_err(|e| CliError::from_error(Exit::User, &e))?,
@@ -233,6 +239,7 @@ pub fn launch(args: LaunchArgs) -> CliResult {
         tmux_socket: socket.display().to_string(),
         tmux_session,
         caller_pane,
+        zellij_session,
     };
     let agent = agent_of(ask(&Request::Launch(req))?)?;
     if args.json {
@@ -552,6 +559,11 @@ pub fn resume(id: &str, as_json: bool) -> CliResult {
         } => (socket.clone(), Some(session.clone())),
         _ => (caller_socket(None).display().to_string(), None),
     };
+    // A zellij agent resumes in its zellij session.
+    let zellij_session = match &old.host {
+        volee_protocol::Host::Zellij { session, .. } => Some(session.clone()),
+        _ => None,
+    };
     let server = volee_tmux::server::TmuxServer::new(&socket);
     let session = session.filter(|s| server.has_session(s));
     let mut env: Vec<(String, String)> = std::env::vars_os()
@@ -582,6 +594,7 @@ pub fn resume(id: &str, as_json: bool) -> CliResult {
         tmux_socket: socket,
         tmux_session: session,
         caller_pane: None,
+        zellij_session,
     };
     let agent = agent_of(ask(&Request::Launch(req))?)?;
     if as_json {

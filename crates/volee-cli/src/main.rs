@@ -1,5 +1,6 @@
 //! `volee`: supervise AI coding agents from inside tmux. Parses, dispatches, prints errors.
 
+mod agent_cmd;
 mod commands;
 mod doctor;
 mod error;
@@ -36,6 +37,8 @@ enum Command {
     Down,
     /// Start an agent in a new tmux window; prints its id.
     Launch(commands::LaunchArgs),
+    /// volee's own agent: manage its sessions (list, search, info, rename, fork, archive, export, delete).
+    Agent(agent_cmd::AgentArgs),
     /// List agents (launched and discovered); --all adds ended ones.
     Ls {
         #[arg(long)]
@@ -174,6 +177,7 @@ fn main() {
         Command::Up { no_attach } => tmux_ui::up(no_attach),
         Command::Down => tmux_ui::down(),
         Command::Launch(args) => commands::launch(args),
+        Command::Agent(args) => agent_cmd::run(args),
         Command::Ls { all, json, rescan } => commands::ls(all, json, rescan),
         Command::Show { id, json } => commands::show(&id, json),
         Command::Explain { id, json } => commands::explain(&id, json),

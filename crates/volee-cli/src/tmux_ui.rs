@@ -316,8 +316,84 @@ fn agent(id: &str) -> CliResult<AgentView> {
     }
 }
 
+/// `volee attach` for an agent in a zellij pane: from inside its session, focus the pane; from
+/// outside zellij, attach to the session (its tab carries the agent's name and id).
+fn attach_zellij(agent: &AgentView, session: &str, pane: &str) -> CliResult {
+    if agent.state.is_final() {
+        return Err(CliError::user(format!(
+            "agent {} ({}) has ended: it is {}",
+            agent.id, agent.name, agent.state
+        ))
+        .hint(format!("see what happened: volee explain {}", agent.id)));
+    }
+    let bin = volee_zellij::find_binary().map_err(|e| {
+        let mut err = CliError::env(e.to_string());
+        if let Some(h) = e.hint() {
+            err = err.hint(h);
+        }
+        err
+    })?;
+    let inside = std::env::var("ZELLIJ_SESSION_NAME").ok();
+    match inside.as_deref() {
+        Some(s) if s == session => {
+            let zellij = |args: &[&str]| -> CliResult<String> {
+                let out = std::process::Command::new(&bin)
+                    .args(["--session", session, "action"])
+                    .args(args)
+                    .stdin(std::process::Stdio::null())
+                    .output()
+                    .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
+                if !out.status.success() {
+                    return Err(CliError::internal(format!(
+                        "zellij action {} failed: {}",
+                        args.join(" "),
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    )));
+                }
+                Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+            };
+            // focus-pane-id does not leave the current tab: go to the pane's tab first.
+            let number = volee_protocol::zellij::parse_terminal_id(pane);
+            let tab_id = volee_zellij::parse_panes(&zellij(&["list-panes", "--json", "--all"])?)
+                .ok()
+                .and_then(|panes| {
+                    panes
+                        .into_iter()
+                        .find(|p| !p.is_plugin && Some(p.id) == number)
+                })
+                .and_then(|p| p.tab_id);
+            if let Some(tab) = tab_id {
+                zellij(&["go-to-tab-by-id", &tab.to_string()])?;
+            }
+            zellij(&["focus-pane-id", pane])?;
+            Ok(())
+        }
+        Some(other) => Err(CliError::user(format!(
+            "agent {} runs in zellij session {session:?}, this is {other:?}",
+            agent.id
+        ))
+        .hint(format!(
+            "switch to it: zellij action switch-session {session} --pane-id {pane}"
+        ))),
+        None => {
+            if !stdin_is_tty() {
+                return Err(CliError::user("volee attach needs a terminal")
+                    .hint(format!("or attach yourself: zellij attach {session}")));
+            }
+            use std::os::unix::process::CommandExt;
+            let err = std::process::Command::new(&bin)
+                .args(["attach", session])
+                .exec();
+            Err(CliError::from_error(Exit::Environment, &err))
+        }
+    }
+}
+
 pub fn attach(id: &str) -> CliResult {
     let agent = agent(id)?;
+    if let Host::Zellij { session, pane, .. } = &agent.host {
+        return attach_zellij(&agent, session, pane);
+    }
     let Host::Tmux {
         socket,
         session,
@@ -563,6 +639,7 @@ pub fn launch_line(socket: &Path, pane: &str, client_name: Option<String>) -> Cl
         profile_fit: volee_protocol::ProfileFit::Generic,
         session_id: None,
         hooks_extension: false,
+        zellij_session: None,
     };
     match client.request(&Request::Launch(req))? {
         Response::Agent { agent } => {

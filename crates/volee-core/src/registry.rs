@@ -47,6 +47,10 @@ pub struct AgentRecord {
     /// The harness's own status file for this process, read as the `listing` source.
     #[serde(default)]
     pub status_file: Option<String>,
+    /// The multiplexer's own variables from the launcher's environment (`ZELLIJ_SOCKET_DIR`, …),
+    /// so a restarted daemon reaches the same zellij server.
+    #[serde(default)]
+    pub host_env: Vec<(String, String)>,
     pub pid: Option<u32>,
     pub created_at: Millis,
     pub ended_at: Option<Millis>,
@@ -73,6 +77,7 @@ impl AgentRecord {
             profile_fit: new.profile_fit,
             session_id: new.session_id,
             status_file: None,
+            host_env: Vec::new(),
             pid: None,
             created_at: now,
             ended_at: None,

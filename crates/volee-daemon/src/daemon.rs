@@ -86,6 +86,8 @@ enum Msg {
     },
     /// A watched status-file directory changed.
     StatusFilesChanged,
+    /// What a zellij session's watch saw.
+    Zellij(String, crate::zellij_host::ZellijMsg),
     Shutdown,
 }
 
@@ -274,6 +276,45 @@ fn tmux_error_response(e: &TmuxError) -> Response {
     }
 }
 
+/// A tmux key name (as profiles give them) in zellij's `send-keys` syntax: `C-c` → `Ctrl c`,
+/// `Escape` → `Esc`.
+fn zellij_key(tmux_key: &str) -> String {
+    if let Some(k) = tmux_key.strip_prefix("C-") {
+        return format!("Ctrl {k}");
+    }
+    match tmux_key {
+        "Escape" => "Esc".into(),
+        other => other.into(),
+    }
+}
+
+fn zellij_error_response(e: &volee_zellij::ZellijError) -> Response {
+    let hints = e.hint().into_iter().collect();
+    match e {
+        volee_zellij::ZellijError::NotInstalled => env_error(&e.to_string(), hints),
+        volee_zellij::ZellijError::NoSession(_) => user_error(&e.to_string(), hints),
+        _ => internal_error(&e.to_string()),
+    }
+}
+
+/// The zellij binary for a launcher's environment: its `VOLEE_ZELLIJ`, else `zellij` on its
+/// PATH, else on the daemon's.
+fn zellij_binary(env: &[(String, String)]) -> Result<PathBuf, volee_zellij::ZellijError> {
+    let var = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+    if let Some(bin) = var("VOLEE_ZELLIJ").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(bin));
+    }
+    if let Some(path) = var("PATH") {
+        if let Some(found) = std::env::split_paths(&path)
+            .map(|d| d.join("zellij"))
+            .find(|p| p.is_file())
+        {
+            return Ok(found);
+        }
+    }
+    volee_zellij::find_binary()
+}
+
 /// Milliseconds since the epoch.
 pub fn now_ms() -> Millis {
     SystemTime::now()
@@ -388,6 +429,11 @@ struct Daemon {
     title_read_at: HashMap<String, Millis>,
     /// How often a dead pane without a status was asked again, per agent.
     exit_retries: HashMap<String, u32>,
+    /// One watch per zellij session that holds live agents.
+    zellij: HashMap<String, crate::zellij_host::ZellijWatch>,
+    zellij_tx: mpsc::UnboundedSender<(String, crate::zellij_host::ZellijMsg)>,
+    /// The last screen text of each zellij agent (zellij pushes screens; tmux is asked).
+    zellij_screens: HashMap<String, String>,
     /// Agents whose view changed since the last flush.
     changed: HashSet<String>,
     save_needed: bool,
@@ -404,7 +450,19 @@ impl Daemon {
         let arbiter = ArbiterConfig {
             working_window_ms: config.working_window.as_millis() as u64,
         };
+        let (zellij_tx, mut zellij_rx) = mpsc::unbounded_channel();
+        let forward = tx.clone();
+        tokio::spawn(async move {
+            while let Some((session, msg)) = zellij_rx.recv().await {
+                if forward.send(Msg::Zellij(session, msg)).is_err() {
+                    break;
+                }
+            }
+        });
         Daemon {
+            zellij: HashMap::new(),
+            zellij_tx,
+            zellij_screens: HashMap::new(),
             paths,
             config,
             arbiter,
@@ -863,6 +921,15 @@ impl Daemon {
 
     /// Ask tmux for the pane's screen without blocking the actor; the text comes back as a message.
     fn capture_screen(&self, id: &str, output_at: Millis) {
+        // zellij pushes its screens (plugin render reports, `zellij subscribe`).
+        if let Some(text) = self.zellij_screens.get(id) {
+            let _ = self.tx.send(Msg::ScreenCaptured {
+                id: id.to_string(),
+                output_at,
+                text: text.clone(),
+            });
+            return;
+        }
         let Some((conn, pane)) = self.conn_of(id) else {
             return;
         };
@@ -1004,7 +1071,254 @@ impl Daemon {
                 }
             }
             Msg::StatusFilesChanged => self.poll_status_files(),
+            Msg::Zellij(session, msg) => self.on_zellij(&session, msg),
             Msg::Shutdown => self.shutting_down = true,
+        }
+    }
+
+    /// The live agent in terminal pane `pane` of zellij session `session`.
+    fn zellij_agent(&self, session: &str, pane: u32) -> Option<String> {
+        let want = format!("terminal_{pane}");
+        self.registry
+            .iter()
+            .find(|a| {
+                !a.is_ended()
+                    && matches!(&a.host, Host::Zellij { session: s, pane: p, .. } if s == session && *p == want)
+            })
+            .map(|a| a.id.clone())
+    }
+
+    /// One observation of a zellij session: from the plugin's stream, or the headless fallback.
+    fn on_zellij(&mut self, session: &str, msg: crate::zellij_host::ZellijMsg) {
+        use crate::zellij_host::ZellijMsg;
+        use volee_protocol::zellij::PluginEvent;
+        let now = now_ms();
+        match msg {
+            ZellijMsg::Event(PluginEvent::Hello { plugin_id, .. }) => {
+                tracing::info!("zellij session {session:?}: volee plugin {plugin_id} connected");
+                // Tell it which agents to show and watch.
+                if let Some(w) = self.zellij.get_mut(session) {
+                    w.last_agents.clear();
+                }
+                self.changed.insert(String::new());
+            }
+            ZellijMsg::Event(PluginEvent::Mismatch { .. }) => {}
+            ZellijMsg::Event(PluginEvent::Panes { panes }) => {
+                for p in panes {
+                    self.zellij_pane(session, p.id, &p.title, p.exited, p.exit_status, p.tab, now);
+                }
+            }
+            ZellijMsg::Panes(listed) => {
+                let alive: HashSet<String> = listed
+                    .iter()
+                    .filter(|p| !p.is_plugin)
+                    .map(|p| format!("terminal_{}", p.id))
+                    .collect();
+                for p in listed.iter().filter(|p| !p.is_plugin) {
+                    self.zellij_pane(
+                        session,
+                        p.id,
+                        &p.title,
+                        p.exited,
+                        p.exit_status,
+                        p.tab_position,
+                        now,
+                    );
+                }
+                // A pane that is no longer listed was closed.
+                for agent in self.registry.iter_mut() {
+                    if let Host::Zellij {
+                        session: s, pane, ..
+                    } = &agent.host
+                    {
+                        if s == session && !agent.is_ended() && !alive.contains(pane) {
+                            agent.signals.process_gone.get_or_insert(now);
+                            self.changed.insert(agent.id.clone());
+                        }
+                    }
+                }
+            }
+            ZellijMsg::Event(PluginEvent::Screen { pane, lines }) => {
+                self.zellij_screen(session, pane, lines, true, now)
+            }
+            ZellijMsg::Screen {
+                pane,
+                lines,
+                activity,
+            } => self.zellij_screen(session, pane, lines, activity, now),
+            ZellijMsg::Event(PluginEvent::Bell { panes, .. }) => {
+                for pane in panes {
+                    if let Some(id) = self.zellij_agent(session, pane) {
+                        if let Some(a) = self.registry.get_mut(&id) {
+                            a.signals.last_bell = Some(now);
+                        }
+                    }
+                }
+            }
+            ZellijMsg::Event(PluginEvent::Closed { pane }) => {
+                if let Some(id) = self.zellij_agent(session, pane) {
+                    if let Some(a) = self.registry.get_mut(&id) {
+                        if a.signals.exit.is_none() {
+                            a.signals.process_gone.get_or_insert(now);
+                        }
+                    }
+                }
+            }
+            ZellijMsg::SessionGone => {
+                tracing::info!("zellij session {session:?} is gone");
+                for agent in self.registry.iter_mut() {
+                    if matches!(&agent.host, Host::Zellij { session: s, .. } if s == session)
+                        && !agent.is_ended()
+                    {
+                        agent.signals.process_gone.get_or_insert(now);
+                    }
+                }
+                self.zellij.remove(session);
+            }
+        }
+    }
+
+    /// A zellij pane's title, exit and tab.
+    #[allow(clippy::too_many_arguments)]
+    fn zellij_pane(
+        &mut self,
+        session: &str,
+        pane: u32,
+        title: &str,
+        exited: bool,
+        exit_status: Option<i32>,
+        tab_position: usize,
+        now: Millis,
+    ) {
+        let Some(id) = self.zellij_agent(session, pane) else {
+            return;
+        };
+        let Some(a) = self.registry.get_mut(&id) else {
+            return;
+        };
+        if let Host::Zellij { tab, .. } = &mut a.host {
+            let position = tab_position as u32;
+            if *tab != position {
+                *tab = position;
+                self.changed.insert(id.clone());
+            }
+        }
+        if a.signals.title.as_ref().map(|(_, t)| t.as_str()) != Some(title) {
+            a.signals.title = Some((now, title.to_string()));
+            self.changed.insert(id.clone());
+            // Titles carry state for some harnesses: read the screen again.
+            self.screen_checked.remove(&id);
+        }
+        if exited && a.signals.exit.is_none() && !a.is_ended() {
+            a.signals.exit = Some(ExitFact {
+                at: now,
+                status: exit_status,
+                signal: None,
+            });
+            self.save_needed = true;
+        }
+    }
+
+    /// A zellij pane's screen text, and (when it is new output) its activity.
+    fn zellij_screen(
+        &mut self,
+        session: &str,
+        pane: u32,
+        lines: Vec<String>,
+        activity: bool,
+        now: Millis,
+    ) {
+        let Some(id) = self.zellij_agent(session, pane) else {
+            return;
+        };
+        self.zellij_screens.insert(id.clone(), lines.join("\n"));
+        if !activity || self.echo_until.get(&id).is_some_and(|until| now < *until) {
+            return;
+        }
+        if let Some(a) = self.registry.get_mut(&id) {
+            a.signals.last_output = Some(now);
+        }
+    }
+
+    /// Watch zellij session `session` (with the launcher's zellij environment), once.
+    fn ensure_zellij(
+        &mut self,
+        session: &str,
+        env: &[(String, String)],
+    ) -> Result<(), Box<Response>> {
+        if self.zellij.contains_key(session) {
+            return Ok(());
+        }
+        let bin = zellij_binary(env).map_err(|e| Box::new(zellij_error_response(&e)))?;
+        let cli = volee_zellij::ZellijCli::new(bin, session).with_env(env);
+        let watch = crate::zellij_host::ZellijWatch::start(cli, self.zellij_tx.clone());
+        self.zellij.insert(session.to_string(), watch);
+        self.update_zellij_watches();
+        Ok(())
+    }
+
+    /// Each watch's set of agent panes; watches of sessions without live agents end.
+    fn update_zellij_watches(&mut self) {
+        let mut panes: HashMap<String, BTreeSet<u32>> = HashMap::new();
+        for a in self.registry.iter().filter(|a| !a.is_ended()) {
+            if let Host::Zellij { session, pane, .. } = &a.host {
+                if let Some(n) = volee_protocol::zellij::parse_terminal_id(pane) {
+                    panes.entry(session.clone()).or_default().insert(n);
+                }
+            }
+        }
+        self.zellij
+            .retain(|session, watch| match panes.remove(session) {
+                Some(set) => {
+                    watch.set_watched(set);
+                    true
+                }
+                None => {
+                    tracing::info!("no live agent in zellij session {session:?}: watch ended");
+                    false
+                }
+            });
+    }
+
+    /// Send each zellij session's plugins the agents to show and the panes to watch, when that
+    /// changed (one short `zellij pipe` process per change).
+    fn push_zellij_agents(&mut self) {
+        if self.zellij.is_empty() {
+            return;
+        }
+        let views: Vec<AgentView> = self.registry.iter().map(|a| a.view()).collect();
+        for (session, watch) in self.zellij.iter_mut() {
+            if !watch.plugin_alive.load(std::sync::atomic::Ordering::SeqCst) {
+                continue;
+            }
+            let watch_panes: Vec<u32> = views
+                .iter()
+                .filter(|v| !v.state.is_final())
+                .filter_map(|v| match &v.host {
+                    Host::Zellij {
+                        session: s, pane, ..
+                    } if s == session => volee_protocol::zellij::parse_terminal_id(pane),
+                    _ => None,
+                })
+                .collect();
+            let command = volee_protocol::zellij::PluginCommand::Agents {
+                version: volee_protocol::zellij::PIPE_VERSION,
+                agents: views.clone(),
+                watch: watch_panes,
+            };
+            let Ok(json) = serde_json::to_string(&command) else {
+                continue;
+            };
+            if json == watch.last_agents {
+                continue;
+            }
+            watch.last_agents = json;
+            let cli = watch.cli.clone();
+            tokio::spawn(async move {
+                if let Err(e) = cli.pipe_command(&command).await {
+                    tracing::debug!("zellij pipe to the plugin: {e}");
+                }
+            });
         }
     }
 
@@ -1468,6 +1782,21 @@ impl Daemon {
         for socket in sockets {
             self.resync_server(&socket).await;
         }
+        // zellij agents: watch their sessions again (a session that is gone ends them).
+        let zellij: Vec<(String, Vec<(String, String)>)> = self
+            .registry
+            .iter()
+            .filter(|a| !a.is_ended())
+            .filter_map(|a| match &a.host {
+                Host::Zellij { session, .. } => Some((session.clone(), a.host_env.clone())),
+                _ => None,
+            })
+            .collect();
+        for (session, env) in zellij {
+            if self.ensure_zellij(&session, &env).is_err() {
+                tracing::warn!("cannot watch zellij session {session:?} again");
+            }
+        }
         self.flush().await;
         self.remove_unneeded_hook_files();
     }
@@ -1515,6 +1844,7 @@ impl Daemon {
         if state_changed {
             self.save_needed = true;
             self.drop_unwatched_connections();
+            self.update_zellij_watches();
             self.remove_unneeded_hook_files();
         }
         if self.save_needed {
@@ -1540,6 +1870,7 @@ impl Daemon {
                 }
             });
             self.push_status().await;
+            self.push_zellij_agents();
         }
     }
 
@@ -1667,6 +1998,7 @@ impl Daemon {
     /// Remove an ended agent and its dead pane.
     fn forget(&mut self, id: &str) {
         self.echo_until.remove(id);
+        self.zellij_screens.remove(id);
         if let Some(agent) = self.registry.remove(id) {
             if let Host::Tmux { socket, pane, .. } = &agent.host {
                 // Only a dead pane is closed: remain-on-exit kept it for the user to read.
@@ -1785,6 +2117,9 @@ impl Daemon {
         let Some(id) = self.registry.new_id(&random_bytes(64), 4) else {
             return internal_error("could not draw a free agent id");
         };
+        if let Some(session) = req.zellij_session.clone() {
+            return self.launch_zellij(req, session, id, name).await;
+        }
         let server = TmuxServer::new(&req.tmux_socket);
         let session = match self.target_session(&server, &req).await {
             Ok(s) => s,
@@ -1883,6 +2218,145 @@ impl Daemon {
         let view = record.view();
         self.registry.insert(record);
         self.save();
+        if let Err(resp) = self.prepare_launch(&req, &id, &volee_bin, &env_file) {
+            let _ = server.run_async(&["kill-pane", "-t", pane]).await;
+            return *resp;
+        }
+        self.changed.insert(id);
+        Response::Agent { agent: view }
+    }
+
+    /// Launch into a new tab of zellij session `session` (one agent per tab; the pane is not
+    /// named, so the program's own title stays visible).
+    async fn launch_zellij(
+        &mut self,
+        req: LaunchRequest,
+        session: String,
+        id: String,
+        name: String,
+    ) -> Response {
+        let Ok(volee_bin) = std::env::current_exe() else {
+            return internal_error("cannot find the volee executable");
+        };
+        let bin = match zellij_binary(&req.env) {
+            Ok(b) => b,
+            Err(e) => return zellij_error_response(&e),
+        };
+        let cli = volee_zellij::ZellijCli::new(bin, &session).with_env(&req.env);
+        if let Err(e) = cli.list_panes().await {
+            return zellij_error_response(&e);
+        }
+        let env_file = self.paths.launch_dir().join(format!("{id}.env"));
+        let mut command = vec![
+            volee_bin.display().to_string(),
+            "pane-exec".into(),
+            env_file.display().to_string(),
+            "--".into(),
+        ];
+        command.extend(req.command.iter().cloned());
+        let tab_name = format!("{} ({id})", name.replace(['"', '\\'], "_"));
+        let pane = match cli.open(&tab_name, &req.cwd, &command).await {
+            Ok(p) => p,
+            Err(e) => return zellij_error_response(&e),
+        };
+        let listed = cli.list_panes().await.unwrap_or_default();
+        let tab = listed
+            .iter()
+            .find(|p| !p.is_plugin && p.id == pane)
+            .map(|p| p.tab_position as u32)
+            .unwrap_or(0);
+        let host_env: Vec<(String, String)> = req
+            .env
+            .iter()
+            .filter(|(k, _)| {
+                matches!(
+                    k.as_str(),
+                    "ZELLIJ_SOCKET_DIR"
+                        | "ZELLIJ_CONFIG_DIR"
+                        | "XDG_CACHE_HOME"
+                        | "XDG_DATA_HOME"
+                        | "TMPDIR"
+                        | "VOLEE_ZELLIJ"
+                        | "PATH"
+                )
+            })
+            .cloned()
+            .collect();
+        let mut record = AgentRecord::launched(
+            NewAgent {
+                id: id.clone(),
+                name,
+                harness: req.harness.clone(),
+                command: req.command.clone(),
+                cwd: req.cwd.clone(),
+                host: Host::Zellij {
+                    session: session.clone(),
+                    tab,
+                    pane: format!("terminal_{pane}"),
+                },
+                harness_version: req.harness_version.clone(),
+                profile_fit: req.profile_fit,
+                session_id: req.session_id.clone(),
+            },
+            now_ms(),
+            &self.arbiter,
+        );
+        record.host_env = host_env.clone();
+        let view = record.view();
+        self.registry.insert(record);
+        self.save();
+        if let Err(resp) = self
+            .prepare_launch(&req, &id, &volee_bin, &env_file)
+            .and_then(|()| self.ensure_zellij(&session, &host_env))
+        {
+            let _ = cli.close_pane(pane).await;
+            self.forget(&id);
+            return *resp;
+        }
+        self.changed.insert(id);
+        Response::Agent { agent: view }
+    }
+
+    /// The zellij command line of a live zellij agent, and its pane number.
+    fn live_zellij(
+        &self,
+        query: &str,
+    ) -> Option<Result<(String, volee_zellij::ZellijCli, u32), Box<Response>>> {
+        let agent = match self.registry.resolve(query) {
+            Ok(a) => a,
+            Err(e) => return Some(Err(Box::new(resolve_error(e)))),
+        };
+        let Host::Zellij { session, pane, .. } = &agent.host else {
+            return None;
+        };
+        if agent.is_ended() {
+            return Some(Err(Box::new(user_error(
+                &format!("agent {} has already ended ({})", agent.id, agent.state()),
+                vec![],
+            ))));
+        }
+        let cli = match self.zellij.get(session) {
+            Some(w) => w.cli.clone(),
+            None => match zellij_binary(&agent.host_env) {
+                Ok(bin) => volee_zellij::ZellijCli::new(bin, session).with_env(&agent.host_env),
+                Err(e) => return Some(Err(Box::new(zellij_error_response(&e)))),
+            },
+        };
+        let pane = volee_protocol::zellij::parse_terminal_id(pane)?;
+        Some(Ok((agent.id.clone(), cli, pane)))
+    }
+
+    /// What every launch needs once its agent is recorded, whatever the host: volee's hooks
+    /// file or extension where the harness needs one, and the environment file the pane's
+    /// `volee pane-exec` waits for (the caller's environment, the agent id for hooks, the
+    /// profile's variables). On error the caller closes its pane.
+    fn prepare_launch(
+        &mut self,
+        req: &LaunchRequest,
+        id: &str,
+        volee_bin: &Path,
+        env_file: &Path,
+    ) -> Result<(), Box<Response>> {
         if let Some(volee_harness::Instrumentation::OwnHooksFile(dir)) =
             volee_harness::profile(&req.harness).map(|p| p.instrumentation)
         {
@@ -1893,10 +2367,10 @@ impl Daemon {
                 .map(|(_, v)| PathBuf::from(v))
                 .or_else(|| std::env::var_os("HOME").map(PathBuf::from));
             let Some(home) = home else {
-                return env_error(
+                return Err(Box::new(env_error(
                     "HOME is not set: cannot place the harness's hooks file",
                     vec![],
-                );
+                )));
             };
             let path = home
                 .join(dir)
@@ -1909,8 +2383,10 @@ impl Daemon {
                 .map_err(|e| e.to_string())
                 .and_then(|()| persist::save_json(&path, &settings).map_err(|e| e.to_string()));
             if let Err(e) = written {
-                let _ = server.run_async(&["kill-pane", "-t", pane]).await;
-                return env_error(&format!("could not write {}: {e}", path.display()), vec![]);
+                return Err(Box::new(env_error(
+                    &format!("could not write {}: {e}", path.display()),
+                    vec![],
+                )));
             }
             self.hook_files.insert(path, req.harness.clone());
         }
@@ -1922,10 +2398,10 @@ impl Daemon {
                 .map(|(_, v)| PathBuf::from(v))
                 .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
             else {
-                return env_error(
+                return Err(Box::new(env_error(
                     "HOME is not set: cannot place volee's Gemini extension",
                     vec![],
-                );
+                )));
             };
             let dir = home.join(volee_harness::instrument::GEMINI_EXTENSION_DIR);
             let written =
@@ -1939,26 +2415,29 @@ impl Daemon {
                         persist::save_json(&path, &value).map_err(|e| e.to_string())
                     });
             if let Err(e) = written {
-                let _ = server.run_async(&["kill-pane", "-t", pane]).await;
-                return env_error(&format!("could not write {}: {e}", dir.display()), vec![]);
+                return Err(Box::new(env_error(
+                    &format!("could not write {}: {e}", dir.display()),
+                    vec![],
+                )));
             }
             self.hook_files.insert(dir, req.harness.clone());
         }
         let mut env = req.env.clone();
         env.retain(|(k, _)| k != "VOLEE_AGENT_ID");
         // Hooks find their agent by this id, never by guessing from transcript files.
-        env.push(("VOLEE_AGENT_ID".into(), id.clone()));
+        env.push(("VOLEE_AGENT_ID".into(), id.to_string()));
         if let Some(p) = volee_harness::profile(&req.harness) {
             for (k, v) in p.launch_env {
                 env.retain(|(key, _)| key != k);
                 env.push(((*k).into(), (*v).into()));
             }
         }
-        if let Err(e) = write_env_file(&env_file, &req.cwd, &env) {
-            return internal_error(&format!("could not hand the environment to the pane: {e}"));
+        if let Err(e) = write_env_file(env_file, &req.cwd, &env) {
+            return Err(Box::new(internal_error(&format!(
+                "could not hand the environment to the pane: {e}"
+            ))));
         }
-        self.changed.insert(id);
-        Response::Agent { agent: view }
+        Ok(())
     }
 
     /// The session to launch into: the one asked for, else the caller's, else `volee`.
@@ -2020,6 +2499,26 @@ impl Daemon {
     }
 
     fn stop(&mut self, query: &str) -> Response {
+        if let Some(found) = self.live_zellij(query) {
+            let (id, cli, pane) = match found {
+                Ok(x) => x,
+                Err(resp) => return *resp,
+            };
+            if let Some(a) = self.registry.get_mut(&id) {
+                a.signals.stop_requested = Some(now_ms());
+            }
+            self.save_needed = true;
+            // Closing the pane hangs its program up; the watch then sees the pane gone.
+            tokio::spawn(async move {
+                if let Err(e) = cli.close_pane(pane).await {
+                    tracing::warn!("zellij close-pane terminal_{pane}: {e}");
+                }
+            });
+            return match self.registry.get(&id) {
+                Some(a) => Response::Agent { agent: a.view() },
+                None => Response::Ok,
+            };
+        }
         let (id, _pane, pid) = match self.live_tmux(query) {
             Ok(x) => x,
             Err(resp) => return *resp,
@@ -2050,6 +2549,12 @@ impl Daemon {
     /// Type `text` into the agent per its profile's input rules, then submit it. Answers with the
     /// agent as it was before, so the caller can see it react.
     async fn send_text(&mut self, query: &str, text: &str) -> Response {
+        if let Some(found) = self.live_zellij(query) {
+            return match found {
+                Ok((id, cli, pane)) => self.send_text_zellij(&id, &cli, pane, text).await,
+                Err(resp) => *resp,
+            };
+        }
         let (id, pane, _) = match self.live_tmux(query) {
             Ok(x) => x,
             Err(resp) => return *resp,
@@ -2125,7 +2630,62 @@ impl Daemon {
         Response::Agent { agent: before }
     }
 
+    /// `send_text` for a zellij pane: pasted (bracketed) or typed, then the submit key after
+    /// the profile's delay.
+    async fn send_text_zellij(
+        &mut self,
+        id: &str,
+        cli: &volee_zellij::ZellijCli,
+        pane: u32,
+        text: &str,
+    ) -> Response {
+        if text.contains('\0') {
+            return user_error("the text contains a NUL byte", vec![]);
+        }
+        let Some(agent) = self.registry.get(id) else {
+            return internal_error("agent vanished");
+        };
+        let before = agent.view();
+        let input = volee_harness::profile(&agent.harness).map(|p| p.input);
+        let delay = input.map(|i| i.enter_delay_ms).unwrap_or(0);
+        let submit = zellij_key(input.map(|i| i.submit_key).unwrap_or("Enter"));
+        if !text.is_empty() {
+            if let Err(e) = cli.write_chars(pane, text).await {
+                return zellij_error_response(&e);
+            }
+            if delay > 0 {
+                self.echo_until.insert(id.to_string(), now_ms() + delay);
+            }
+        }
+        let cli = cli.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            if let Err(e) = cli.send_keys(pane, &submit).await {
+                tracing::warn!("zellij send-keys terminal_{pane}: {e}");
+            }
+        });
+        Response::Agent { agent: before }
+    }
+
     async fn interrupt(&mut self, query: &str) -> Response {
+        if let Some(found) = self.live_zellij(query) {
+            let (id, cli, pane) = match found {
+                Ok(x) => x,
+                Err(resp) => return *resp,
+            };
+            let harness = self
+                .registry
+                .get(&id)
+                .map(|a| a.harness.clone())
+                .unwrap_or_default();
+            let key = volee_harness::profile(&harness)
+                .map(|p| p.input.interrupt_key)
+                .unwrap_or("C-c");
+            return match cli.send_keys(pane, &zellij_key(key)).await {
+                Ok(()) => Response::Ok,
+                Err(e) => zellij_error_response(&e),
+            };
+        }
         let (id, pane, _) = match self.live_tmux(query) {
             Ok(x) => x,
             Err(resp) => return *resp,
@@ -2152,6 +2712,28 @@ impl Daemon {
             Ok(a) => a,
             Err(e) => return resolve_error(e),
         };
+        if let Host::Zellij { .. } = &agent.host {
+            let id = agent.id.clone();
+            let text = match self.live_zellij(&id) {
+                Some(Ok((_, cli, pane))) => match cli.dump_screen(pane).await {
+                    Ok(t) => t,
+                    Err(e) => return zellij_error_response(&e),
+                },
+                // An ended agent: the last screen volee saw.
+                _ => self.zellij_screens.get(&id).cloned().unwrap_or_default(),
+            };
+            let mut kept: Vec<String> = text
+                .lines()
+                .map(|l| volee_view::plain_text(l, 4096))
+                .collect();
+            while kept.last().is_some_and(|l| l.is_empty()) {
+                kept.pop();
+            }
+            let skip = kept.len().saturating_sub(lines as usize);
+            return Response::Text {
+                text: kept[skip..].join("\n"),
+            };
+        }
         let Host::Tmux { pane, .. } = &agent.host else {
             return user_error(&format!("agent {} is not in a tmux pane", agent.id), vec![]);
         };

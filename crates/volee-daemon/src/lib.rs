@@ -7,12 +7,14 @@
 //! (`volee-protocol`) over a 0600 Unix socket in a 0700 directory; peers of another uid are refused.
 
 pub mod client;
+pub mod codex_server;
 pub mod config;
 pub mod daemon;
 pub mod discovery;
 pub mod logging;
 pub mod paths;
 pub mod persist;
+pub mod zellij_host;
 
 pub use client::{ensure_daemon, Client, ClientError};
 pub use config::Config;

@@ -227,6 +227,9 @@ pub struct LaunchRequest {
     /// agent of the harness needs it.
     #[serde(default)]
     pub hooks_extension: bool,
+    /// Launch into this zellij session (a new tab) instead of tmux.
+    #[serde(default)]
+    pub zellij_session: Option<String>,
 }
 
 fn generic_fit() -> ProfileFit {

@@ -13,6 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod model_server;
+pub mod ollama_server;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,457 @@
+//! `volee agent`: the session management commands of volee's own agent (no Docker, no model).
+//! The agent loop itself (`--prompt`, `--resume`, interactive) is not built yet and says so.
+
+use std::path::PathBuf;
+
+use clap::ArgGroup;
+use volee_store::{Health, Listed, Store, StoreError};
+use volee_view::text::{ago, pad_to, plain_text};
+
+use crate::commands::{now_secs, out, paths};
+use crate::error::{CliError, CliResult, Exit};
+
+const TITLE_MAX: usize = 48;
+const SNIPPET_MAX: usize = 120;
+
+/// `volee agent`.
+#[derive(clap::Args)]
+#[command(group(
+    ArgGroup::new("action")
+        .multiple(false)
+        .args(["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "delete", "resume", "prompt"])
+))]
+pub struct AgentArgs {
+    /// The session store (default: $XDG_DATA_HOME/volee/sessions, or $VOLEE_HOME/data/sessions).
+    #[arg(long, value_name = "PATH")]
+    memory_dir: Option<PathBuf>,
+    /// Model for the agent loop (not built yet).
+    #[arg(long, value_name = "M")]
+    model: Option<String>,
+    /// Context budget of the agent loop (not built yet).
+    #[arg(long, value_name = "N")]
+    max_context_tokens: Option<u64>,
+    /// Ollama server of the agent loop (not built yet).
+    #[arg(long, value_name = "URL")]
+    ollama_url: Option<String>,
+    /// Sandbox image of the agent loop (not built yet).
+    #[arg(long, value_name = "IMAGE")]
+    image: Option<String>,
+    /// Resume a session in the agent loop (not built yet).
+    #[arg(long, value_name = "SESSION_ID")]
+    resume: Option<String>,
+    /// Run one turn without the interactive loop (not built yet).
+    #[arg(long, value_name = "TEXT")]
+    prompt: Option<String>,
+    /// With --prompt: approve every tool call (not built yet).
+    #[arg(long)]
+    approve_all: bool,
+    /// List sessions, most recently updated first.
+    #[arg(long)]
+    list_sessions: bool,
+    /// With --list-sessions or --search: include archived sessions.
+    #[arg(long)]
+    include_archived: bool,
+    /// Search titles and transcripts (case-insensitive).
+    #[arg(long, value_name = "QUERY")]
+    search: Option<String>,
+    /// Show one session.
+    #[arg(long, value_name = "SESSION_ID")]
+    info: Option<String>,
+    /// Set a session's title.
+    #[arg(long, num_args = 2, value_names = ["SESSION_ID", "TITLE"])]
+    rename: Option<Vec<String>>,
+    /// Copy a session into a new independent one; prints the new id.
+    #[arg(long, value_name = "SESSION_ID")]
+    fork: Option<String>,
+    /// Hide a session from listings (it must be unarchived before it is resumed).
+    #[arg(long, value_name = "SESSION_ID")]
+    archive: Option<String>,
+    /// Show an archived session in listings again, so it can be resumed.
+    #[arg(long, value_name = "SESSION_ID")]
+    unarchive: Option<String>,
+    /// Print a session as one JSON document (messages, transcript, compactions, state; secrets
+    /// redacted; schema in docs/store.md).
+    #[arg(long, value_name = "SESSION_ID")]
+    export: Option<String>,
+    /// Delete a session for good (needs --yes).
+    #[arg(long, value_name = "SESSION_ID")]
+    delete: Option<String>,
+    /// Confirm --delete.
+    #[arg(long)]
+    yes: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Run `volee agent`.
+pub fn run(args: AgentArgs) -> CliResult {
+    let store = Store::new(
+        args.memory_dir
+            .clone()
+            .unwrap_or_else(|| paths().data_dir.join("sessions")),
+    );
+    let json = args.json;
+    if args.list_sessions {
+        return list(&store, args.include_archived, json);
+    }
+    if let Some(query) = &args.search {
+        return search(&store, query, args.include_archived, json);
+    }
+    if let Some(id) = &args.info {
+        return info(&store, id, json);
+    }
+    if let Some(pair) = &args.rename {
+        let (Some(id), Some(title)) = (pair.first(), pair.get(1)) else {
+            return Err(CliError::user("--rename needs SESSION_ID and TITLE"));
+        };
+        let id = store.rename(id, title).map_err(store_error)?;
+        return done(
+            json,
+            serde_json::json!({"id": id, "title": title}),
+            &format!("renamed {id}"),
+        );
+    }
+    if let Some(id) = &args.fork {
+        let parent = store.resolve(id).map_err(store_error)?;
+        let new = store.fork(&parent).map_err(store_error)?;
+        return done(
+            json,
+            serde_json::json!({"id": new, "parent_id": parent}),
+            &new,
+        );
+    }
+    if let Some(id) = &args.archive {
+        let id = store.set_archived(id, true).map_err(store_error)?;
+        return done(
+            json,
+            serde_json::json!({"id": id, "archived": true}),
+            &format!("archived {id}"),
+        );
+    }
+    if let Some(id) = &args.unarchive {
+        let id = store.set_archived(id, false).map_err(store_error)?;
+        return done(
+            json,
+            serde_json::json!({"id": id, "archived": false}),
+            &format!("unarchived {id}"),
+        );
+    }
+    if let Some(id) = &args.export {
+        let doc = store.export(id).map_err(store_error)?;
+        return print_json(&doc);
+    }
+    if let Some(id) = &args.delete {
+        let id = store.resolve(id).map_err(store_error)?;
+        if !args.yes {
+            return Err(CliError::user(format!(
+                "refusing to delete session {id} without --yes"
+            ))
+            .hint(format!("volee agent --delete {id} --yes (this cannot be undone; --export it first to keep a copy)")));
+        }
+        let id = store.delete(&id).map_err(store_error)?;
+        return done(
+            json,
+            serde_json::json!({"id": id, "deleted": true}),
+            &format!("deleted {id}"),
+        );
+    }
+    if args.yes || args.include_archived {
+        return Err(CliError::user(
+            "--yes goes with --delete, --include-archived with --list-sessions or --search",
+        ));
+    }
+    Err(CliError::user(
+        "the agent loop of `volee agent` (interactive, --prompt, --resume) is not built yet",
+    )
+    .hint("session management works now: volee agent --list-sessions, --search, --info, --rename, --fork, --archive, --unarchive, --export, --delete"))
+}
+
+fn print_json(value: &impl serde::Serialize) -> CliResult {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| CliError::from_error(Exit::Internal, &e))?;
+    out(&text);
+    Ok(())
+}
+
+fn done(json: bool, value: serde_json::Value, text: &str) -> CliResult {
+    if json {
+        print_json(&value)
+    } else {
+        out(text);
+        Ok(())
+    }
+}
+
+/// A listing row as JSON: the meta record flattened, with its health and RFC 3339 times.
+fn listed_json(l: &Listed) -> serde_json::Value {
+    let mut v = l
+        .meta
+        .as_ref()
+        .and_then(|m| serde_json::to_value(m).ok())
+        .unwrap_or_else(|| serde_json::json!({}));
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("id".into(), l.id.clone().into());
+        match &l.health {
+            Health::Ok => {
+                obj.insert("status".into(), "ok".into());
+            }
+            Health::Damaged { reason } => {
+                obj.insert("status".into(), "damaged".into());
+                obj.insert("reason".into(), reason.clone().into());
+            }
+            Health::NewerSchema { schema_version } => {
+                obj.insert("status".into(), "newer_schema".into());
+                obj.insert("schema_version".into(), (*schema_version).into());
+            }
+        }
+        if let Some(m) = &l.meta {
+            obj.insert("created_at".into(), rfc3339(m.created_at_ms).into());
+            obj.insert("updated_at".into(), rfc3339(m.updated_at_ms).into());
+        }
+    }
+    v
+}
+
+fn rfc3339(ms: u64) -> String {
+    volee_store::rfc3339(ms)
+}
+
+fn age(ms: u64) -> String {
+    ago(now_secs().saturating_sub(ms / 1000))
+}
+
+fn list(store: &Store, include_archived: bool, json: bool) -> CliResult {
+    let sessions = store.list(include_archived).map_err(store_error)?;
+    if json {
+        let rows: Vec<serde_json::Value> = sessions.iter().map(listed_json).collect();
+        return print_json(&rows);
+    }
+    if sessions.is_empty() {
+        out(&format!("no sessions in {}", store.root().display()));
+        return Ok(());
+    }
+    let mut rows = vec![[
+        "ID".to_string(),
+        "UPDATED".into(),
+        "MSGS".into(),
+        "TITLE".into(),
+    ]];
+    for l in &sessions {
+        let (updated, msgs, title) = match (&l.meta, &l.health) {
+            (Some(m), Health::Ok) => (
+                age(m.updated_at_ms),
+                m.message_count.to_string(),
+                format!(
+                    "{}{}",
+                    plain_text(&m.title, TITLE_MAX),
+                    if m.archived { " (archived)" } else { "" }
+                ),
+            ),
+            (_, Health::NewerSchema { schema_version }) => (
+                "-".into(),
+                "-".into(),
+                format!("NEWER SCHEMA {schema_version}: upgrade volee to open it"),
+            ),
+            (_, Health::Damaged { reason }) => (
+                "-".into(),
+                "-".into(),
+                format!("DAMAGED: {}", plain_text(reason, 200)),
+            ),
+            (None, Health::Ok) => ("-".into(), "-".into(), String::new()),
+        };
+        rows.push([l.id.clone(), updated, msgs, title]);
+    }
+    out(&columns(&rows));
+    Ok(())
+}
+
+fn columns(rows: &[[String; 4]]) -> String {
+    let mut widths = [0usize; 4];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(volee_view::text::display_width(cell));
+        }
+    }
+    let mut text = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&pad_to(cell, widths[i]));
+                line.push_str("  ");
+            }
+        }
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+fn search(store: &Store, query: &str, include_archived: bool, json: bool) -> CliResult {
+    let hits = store.search(query, include_archived).map_err(store_error)?;
+    if json {
+        let rows: Vec<serde_json::Value> = hits
+            .iter()
+            .map(|h| {
+                let mut v = serde_json::to_value(h).unwrap_or_default();
+                if let Some(obj) = v.as_object_mut() {
+                    obj.insert("updated_at".into(), rfc3339(h.updated_at_ms).into());
+                }
+                v
+            })
+            .collect();
+        return print_json(&rows);
+    }
+    if hits.is_empty() {
+        out(&format!("no session matches {:?}", plain_text(query, 80)));
+        return Ok(());
+    }
+    let mut text = String::new();
+    for h in &hits {
+        text.push_str(&format!(
+            "{}  {}{}  ({} matching line{})\n",
+            h.id,
+            plain_text(&h.title, TITLE_MAX),
+            if h.archived { " (archived)" } else { "" },
+            h.transcript_matches,
+            if h.transcript_matches == 1 { "" } else { "s" }
+        ));
+        for s in &h.snippets {
+            let place = if s.seq == 0 {
+                "title".to_string()
+            } else {
+                format!("#{}", s.seq)
+            };
+            text.push_str(&format!(
+                "  {place}: {}\n",
+                plain_text(&s.text, SNIPPET_MAX)
+            ));
+        }
+    }
+    out(&text);
+    Ok(())
+}
+
+fn info(store: &Store, id: &str, json: bool) -> CliResult {
+    let info = store.info(id).map_err(store_error)?;
+    if json {
+        let mut v =
+            serde_json::to_value(&info).map_err(|e| CliError::from_error(Exit::Internal, &e))?;
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("created_at".into(), rfc3339(info.meta.created_at_ms).into());
+            obj.insert("updated_at".into(), rfc3339(info.meta.updated_at_ms).into());
+        }
+        return print_json(&v);
+    }
+    let m = &info.meta;
+    let mut lines = vec![
+        ("id", m.id.clone()),
+        ("title", plain_text(&m.title, 200)),
+        (
+            "project",
+            plain_text(&m.project_root.display().to_string(), 500),
+        ),
+        ("model", plain_text(&m.model, 100)),
+        ("created", rfc3339(m.created_at_ms)),
+        (
+            "updated",
+            format!(
+                "{} ({} ago)",
+                rfc3339(m.updated_at_ms),
+                age(m.updated_at_ms)
+            ),
+        ),
+        (
+            "archived",
+            if m.archived { "yes" } else { "no" }.to_string(),
+        ),
+        ("messages", m.message_count.to_string()),
+        (
+            "transcript",
+            format!("{} lines, {} bytes", m.last_seq, info.transcript_file_bytes),
+        ),
+        ("compactions", info.compaction_count.to_string()),
+        (
+            "tokens",
+            format!(
+                "{} in, {} out, {} requests",
+                m.usage.prompt_tokens, m.usage.completion_tokens, m.usage.requests
+            ),
+        ),
+        ("directory", info.dir.display().to_string()),
+    ];
+    if let Some(parent) = &m.parent_id {
+        let at = info
+            .forked_at_seq
+            .map(|s| format!(" at #{s}"))
+            .unwrap_or_default();
+        lines.insert(2, ("forked from", format!("{parent}{at}")));
+    }
+    if !info.tool_counts.is_empty() {
+        let calls: Vec<String> = info
+            .tool_counts
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        lines.push(("tool calls", calls.join(", ")));
+    }
+    if !info.pending_tool_names.is_empty() {
+        lines.push((
+            "pending calls",
+            format!(
+                "{} (if the agent was interrupted, answered \"outcome unknown\" on resume, never re-run)",
+                info.pending_tool_names.join(", ")
+            ),
+        ));
+    }
+    let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
+    let text: String = lines
+        .iter()
+        .map(|(k, v)| format!("{}  {v}\n", pad_to(&format!("{k}:"), width)))
+        .collect();
+    out(&text);
+    Ok(())
+}
+
+/// A store error as the CLI reports it: exit code and what to do next.
+fn store_error(e: StoreError) -> CliError {
+    let exit = match &e {
+        StoreError::InvalidId { .. }
+        | StoreError::UnknownId { .. }
+        | StoreError::Ambiguous { .. }
+        | StoreError::Locked { .. }
+        | StoreError::Archived { .. }
+        | StoreError::ProjectMismatch { .. } => Exit::User,
+        StoreError::NewerSchema { .. } => Exit::Environment,
+        _ => Exit::Internal,
+    };
+    let err = CliError::from_error(exit, &e);
+    match &e {
+        StoreError::UnknownId { .. } => {
+            err.hint("list them: volee agent --list-sessions --include-archived")
+        }
+        StoreError::Ambiguous { .. } => err.hint("give more characters of the id"),
+        StoreError::Locked { id, pid } => {
+            let who = pid.map_or("another process".to_string(), |p| format!("process {p}"));
+            err.hint(format!(
+                "{who} (a running `volee agent`) writes to it; end it first, or copy the session: volee agent --fork {id}"
+            ))
+        }
+        StoreError::Archived { id } => err.hint(format!("unarchive it first: volee agent --unarchive {id}")),
+        StoreError::ProjectMismatch { id, recorded, .. } => err.hint(format!(
+            "run it from {}, or fork it and resume the fork there: volee agent --fork {id}",
+            recorded.display()
+        )),
+        StoreError::Corrupt { id, .. } => err.hint(format!(
+            "its files are kept as they are; look at them, or remove the session: volee agent --delete {id} --yes"
+        )),
+        StoreError::TranscriptCorrupt { id, .. } => err.hint(format!(
+            "its files are kept as they are; `volee agent --info {id}` still works"
+        )),
+        StoreError::NewerSchema { .. } => err.hint("upgrade volee to open it; it is left untouched"),
+        _ => err,
+    }
+}

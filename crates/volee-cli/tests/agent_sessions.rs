@@ -1,0 +1,471 @@
+//! `volee agent` session management through the real binary: every flag, text and `--json`,
+//! bad input and a session held by another writer. No Docker, no model, no daemon.
+//! Sessions are made with `volee-store` directly (the agent loop is a later issue).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use volee_store::{Message, NewSession, Store, ToolCall, ToolFunction};
+
+struct Env {
+    tmp: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        let tmp = tempfile::tempdir().unwrap();
+        for d in ["home", "volee", "project"] {
+            std::fs::create_dir_all(tmp.path().join(d)).unwrap();
+        }
+        Env { tmp }
+    }
+
+    fn store_dir(&self) -> PathBuf {
+        self.tmp.path().join("store")
+    }
+
+    fn store(&self) -> Store {
+        Store::new(self.store_dir())
+    }
+
+    fn project(&self) -> PathBuf {
+        self.tmp.path().join("project")
+    }
+
+    /// `volee agent ARGS --memory-dir STORE` in a cleared environment.
+    fn agent(&self, args: &[&str]) -> Output {
+        let mut all: Vec<&str> = vec!["agent"];
+        all.extend_from_slice(args);
+        let dir = self.store_dir();
+        all.extend_from_slice(&["--memory-dir", dir.to_str().unwrap()]);
+        self.volee(&all, &[])
+    }
+
+    /// The binary with only HOME and VOLEE_HOME (plus `extra`) set.
+    fn volee(&self, args: &[&str], extra: &[(&str, &Path)]) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_volee"));
+        cmd.env_clear()
+            .env("HOME", self.tmp.path().join("home"))
+            .env("VOLEE_HOME", self.tmp.path().join("volee"))
+            .args(args);
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    }
+
+    /// A session with a title and messages (one mentioning a secret).
+    fn session(&self, title: &str, texts: &[&str]) -> String {
+        let mut w = self
+            .store()
+            .create(NewSession {
+                title: title.into(),
+                project_root: self.project(),
+                model: "gemma4".into(),
+            })
+            .unwrap();
+        for t in texts {
+            w.push_message(Message::user(*t)).unwrap();
+        }
+        w.checkpoint().unwrap();
+        w.id().to_string()
+    }
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn fails(out: &Output, code: i32) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stderr.clone()).unwrap()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_str(&ok(out)).unwrap()
+}
+
+#[test]
+fn list_sessions_text_and_json_hide_archived_unless_asked() {
+    let env = Env::new();
+    assert!(ok(&env.agent(&["--list-sessions"])).starts_with("no sessions"));
+    assert_eq!(
+        json(&env.agent(&["--list-sessions", "--json"])),
+        serde_json::json!([])
+    );
+    let a = env.session(
+        "Cache investigation",
+        &["why is the cache cold", "look at it"],
+    );
+    let b = env.session("Flaky test", &["the test is flaky"]);
+    env.store().set_archived(&b, true).unwrap();
+    let text = ok(&env.agent(&["--list-sessions"]));
+    assert!(text.starts_with("ID"), "{text}");
+    assert!(
+        text.contains(&a) && text.contains("Cache investigation"),
+        "{text}"
+    );
+    assert!(!text.contains(&b), "{text}");
+    let text = ok(&env.agent(&["--list-sessions", "--include-archived"]));
+    assert!(text.contains(&b) && text.contains("(archived)"), "{text}");
+    let rows = json(&env.agent(&["--list-sessions", "--include-archived", "--json"]));
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    let ra = rows.iter().find(|r| r["id"] == a.as_str()).unwrap();
+    assert_eq!(ra["status"], "ok");
+    assert_eq!(ra["title"], "Cache investigation");
+    assert_eq!(ra["message_count"], 2);
+    assert_eq!(ra["archived"], false);
+    assert!(ra["updated_at"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(ra["project_root"], env.project().to_str().unwrap());
+}
+
+#[test]
+fn search_matches_titles_and_transcripts_case_insensitively() {
+    let env = Env::new();
+    let a = env.session(
+        "Cache investigation",
+        &["Why is the build SLOW on Mondays?"],
+    );
+    let b = env.session("Slow build", &["nothing"]);
+    let _c = env.session("Other", &["unrelated"]);
+    let text = ok(&env.agent(&["--search", "slow"]));
+    assert!(text.contains(&a) && text.contains(&b), "{text}");
+    assert!(
+        text.contains("#1: Why is the build SLOW on Mondays?"),
+        "{text}"
+    );
+    assert!(text.contains("title: Slow build"), "{text}");
+    let hits = json(&env.agent(&["--search", "MONDAYS", "--json"]));
+    let hits = hits.as_array().unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0]["id"], a.as_str());
+    assert_eq!(hits[0]["transcript_matches"], 1);
+    assert_eq!(hits[0]["snippets"][0]["seq"], 1);
+    assert!(ok(&env.agent(&["--search", "absent"])).starts_with("no session matches"));
+    // Archived sessions only with --include-archived.
+    env.store().set_archived(&a, true).unwrap();
+    assert_eq!(
+        json(&env.agent(&["--search", "mondays", "--json"])),
+        serde_json::json!([])
+    );
+    assert_eq!(
+        json(&env.agent(&["--search", "mondays", "--include-archived", "--json"]))
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn info_by_unique_prefix() {
+    let env = Env::new();
+    let id = env.session("Cache investigation", &["a", "b", "c"]);
+    let text = ok(&env.agent(&["--info", &id[..6]]));
+    assert!(text.contains("id:") && text.contains(&id), "{text}");
+    assert!(text.contains("Cache investigation"), "{text}");
+    assert!(text.contains("messages:") && text.contains("3"), "{text}");
+    let v = json(&env.agent(&["--info", &id, "--json"]));
+    assert_eq!(v["id"], id.as_str());
+    assert_eq!(v["message_count"], 3);
+    assert_eq!(v["last_seq"], 3);
+    assert_eq!(v["model"], "gemma4");
+}
+
+#[test]
+fn rename_fork_archive_unarchive() {
+    let env = Env::new();
+    let id = env.session("Old", &["hello"]);
+    assert_eq!(
+        ok(&env.agent(&["--rename", &id, "Cache investigation"])).trim(),
+        format!("renamed {id}")
+    );
+    assert_eq!(env.store().load(&id).unwrap().title, "Cache investigation");
+    let v = json(&env.agent(&["--rename", &id, "Second", "--json"]));
+    assert_eq!(v, serde_json::json!({"id": id, "title": "Second"}));
+
+    let fork = ok(&env.agent(&["--fork", &id])).trim().to_string();
+    assert_ne!(fork, id);
+    let f = env.store().load(&fork).unwrap();
+    assert_eq!(f.parent_id.as_deref(), Some(id.as_str()));
+    assert_eq!(f.messages, env.store().load(&id).unwrap().messages);
+    let v = json(&env.agent(&["--fork", &id, "--json"]));
+    assert_eq!(v["parent_id"], id.as_str());
+    assert_eq!(
+        json(&env.agent(&["--list-sessions", "--json"]))
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    assert_eq!(
+        ok(&env.agent(&["--archive", &id])).trim(),
+        format!("archived {id}")
+    );
+    assert!(env.store().load(&id).unwrap().archived);
+    let v = json(&env.agent(&["--unarchive", &id, "--json"]));
+    assert_eq!(v, serde_json::json!({"id": id, "archived": false}));
+    assert!(!env.store().load(&id).unwrap().archived);
+    assert!(json(&env.agent(&["--archive", &id, "--json"]))["archived"] == true);
+    assert_eq!(
+        ok(&env.agent(&["--unarchive", &id])).trim(),
+        format!("unarchived {id}")
+    );
+}
+
+#[test]
+fn export_is_one_redacted_json_document() {
+    let env = Env::new();
+    let id = env.session(
+        "Keys",
+        &["export OPENAI_API_KEY=abcdefgh12345678 then run", "hello"],
+    );
+    let text = ok(&env.agent(&["--export", &id]));
+    assert!(!text.contains("abcdefgh12345678"), "{text}");
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["session"]["id"], id.as_str());
+    assert_eq!(doc["session"]["messages"].as_array().unwrap().len(), 2);
+    assert_eq!(doc["transcript"].as_array().unwrap().len(), 2);
+    assert_eq!(doc["transcript"][0]["item"]["kind"], "message");
+    assert_eq!(doc["compactions"], serde_json::json!([]));
+    assert_eq!(doc["transcript_torn_tail"], false);
+    assert!(doc["session"]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .contains("OPENAI_API_KEY=[REDACTED]"));
+    // --json is accepted and gives the same document.
+    let again: serde_json::Value = json(&env.agent(&["--export", &id, "--json"]));
+    assert_eq!(again["session"], doc["session"]);
+}
+
+#[test]
+fn delete_needs_yes() {
+    let env = Env::new();
+    let id = env.session("Doomed", &["x"]);
+    let err = fails(&env.agent(&["--delete", &id]), 2);
+    assert!(
+        err.contains("without --yes") && err.contains("hint:"),
+        "{err}"
+    );
+    assert!(env.store().session_dir(&id).exists());
+    assert_eq!(
+        ok(&env.agent(&["--delete", &id, "--yes"])).trim(),
+        format!("deleted {id}")
+    );
+    assert!(!env.store().session_dir(&id).exists());
+    let id2 = env.session("Doomed too", &["x"]);
+    let v = json(&env.agent(&["--delete", &id2, "--yes", "--json"]));
+    assert_eq!(v, serde_json::json!({"id": id2, "deleted": true}));
+    assert!(ok(&env.agent(&["--list-sessions"])).starts_with("no sessions"));
+}
+
+#[test]
+fn a_session_held_by_a_writer_refuses_changes_but_not_reads() {
+    let env = Env::new();
+    let id = env.session("Busy", &["x"]);
+    let store = env.store();
+    let _held = store.open_writer(&id).unwrap();
+    let me = std::process::id().to_string();
+    for args in [
+        vec!["--rename", &id, "New"],
+        vec!["--archive", &id],
+        vec!["--unarchive", &id],
+        vec!["--delete", &id, "--yes"],
+    ] {
+        let err = fails(&env.agent(&args), 2);
+        assert!(
+            err.contains("in use") && err.contains(&me),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("hint:"), "{err}");
+    }
+    ok(&env.agent(&["--list-sessions"]));
+    ok(&env.agent(&["--info", &id]));
+    ok(&env.agent(&["--export", &id]));
+    ok(&env.agent(&["--search", "x"]));
+    // Forking reads the source; the copy is free.
+    let fork = ok(&env.agent(&["--fork", &id])).trim().to_string();
+    ok(&env.agent(&["--rename", &fork, "Mine"]));
+}
+
+#[test]
+fn bad_ids_are_clear_errors() {
+    let env = Env::new();
+    let a = env.session("A", &["x"]);
+    for bad in ["../etc", "a/b", ".."] {
+        let err = fails(&env.agent(&["--info", bad]), 2);
+        assert!(err.contains("invalid session id"), "{err}");
+    }
+    let err = fails(&env.agent(&["--info", "zzzzzz"]), 2);
+    assert!(
+        err.contains("no session") && err.contains("--list-sessions"),
+        "{err}"
+    );
+    // Two ids sharing a prefix: a session directory renamed to share a's first characters.
+    let b = env.session("B", &["y"]);
+    let twin = format!("{}zz", &a[..3]);
+    std::fs::rename(env.store().session_dir(&b), env.store().session_dir(&twin)).unwrap();
+    let err = fails(&env.agent(&["--info", &a[..3]]), 2);
+    assert!(
+        err.contains("ambiguous") && err.contains(&a) && err.contains(&twin),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_damaged_session_is_listed_and_hides_nothing() {
+    let env = Env::new();
+    let good = env.session("Good", &["x"]);
+    let bad = env.session("Bad", &["x"]);
+    let path = env.store().session_dir(&bad).join("session.json");
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 3]).unwrap();
+    let text = ok(&env.agent(&["--list-sessions"]));
+    assert!(
+        text.contains(&good) && text.contains(&bad) && text.contains("DAMAGED"),
+        "{text}"
+    );
+    let rows = json(&env.agent(&["--list-sessions", "--json"]));
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == bad.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(row["status"], "damaged");
+    assert!(row["reason"].as_str().unwrap().contains("does not parse"));
+    let err = fails(&env.agent(&["--rename", &bad, "x"]), 4);
+    assert!(err.contains("damaged") && err.contains("hint:"), "{err}");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        &bytes[..bytes.len() / 3],
+        "never overwritten"
+    );
+    // A newer schema: refused with exit 3, listed as such.
+    let v_path = env.store().session_dir(&good).join("session.json");
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&v_path).unwrap()).unwrap();
+    v["schema_version"] = 99.into();
+    std::fs::write(&v_path, serde_json::to_vec(&v).unwrap()).unwrap();
+    let err = fails(&env.agent(&["--export", &good]), 3);
+    assert!(
+        err.contains("newer volee") && err.contains("upgrade"),
+        "{err}"
+    );
+    let text = ok(&env.agent(&["--list-sessions"]));
+    assert!(text.contains("NEWER SCHEMA 99"), "{text}");
+    // The damaged one can be deleted.
+    ok(&env.agent(&["--delete", &bad, "--yes"]));
+}
+
+#[test]
+fn the_agent_loop_is_not_built_yet() {
+    let env = Env::new();
+    for args in [
+        vec![],
+        vec!["--prompt", "hi"],
+        vec!["--resume", "abc"],
+        vec!["--model", "gemma4"],
+    ] {
+        let err = fails(&env.agent(&args), 2);
+        assert!(err.contains("not built yet"), "{err}");
+    }
+    // Management flags are exclusive; --yes alone is a mistake.
+    fails(&env.agent(&["--list-sessions", "--info", "x"]), 2);
+    let err = fails(&env.agent(&["--yes"]), 2);
+    assert!(err.contains("--yes goes with --delete"), "{err}");
+}
+
+#[test]
+fn default_store_is_under_volee_home_or_xdg_data_home_and_private() {
+    let env = Env::new();
+    // VOLEE_HOME: $VOLEE_HOME/data/sessions.
+    let under_home = Store::new(env.tmp.path().join("volee/data/sessions"));
+    let mut w = under_home
+        .create(NewSession {
+            title: "Home".into(),
+            project_root: env.project(),
+            model: "m".into(),
+        })
+        .unwrap();
+    w.checkpoint().unwrap();
+    let id = w.id().to_string();
+    drop(w);
+    let text = ok(&env.volee(&["agent", "--list-sessions"], &[]));
+    assert!(text.contains(&id), "{text}");
+    // Without VOLEE_HOME: $XDG_DATA_HOME/volee/sessions.
+    let xdg = env.tmp.path().join("xdg");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_volee"));
+    let listing = cmd
+        .env_clear()
+        .env("HOME", env.tmp.path().join("home"))
+        .env("XDG_DATA_HOME", &xdg)
+        .args(["agent", "--list-sessions", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(json(&listing), serde_json::json!([]));
+    // A store the CLI creates (the fork's new directory) is private.
+    let new = ok(&env.volee(&["agent", "--fork", &id], &[]))
+        .trim()
+        .to_string();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&under_home.session_dir(&new)), 0o700);
+    assert_eq!(
+        mode(&under_home.session_dir(&new).join("session.json")),
+        0o600
+    );
+    assert_eq!(
+        mode(&under_home.session_dir(&new).join("transcript.jsonl")),
+        0o600
+    );
+}
+
+#[test]
+fn info_shows_pending_tool_calls() {
+    let env = Env::new();
+    let id = env.session("Tools", &["run it"]);
+    let mut w = env.store().open_writer(&id).unwrap();
+    let call = ToolCall {
+        id: Some("call_1".into()),
+        function: ToolFunction {
+            index: None,
+            name: "shell".into(),
+            arguments: serde_json::json!({"cmd": "make"}),
+        },
+    };
+    let mut m = Message::assistant("");
+    m.tool_calls.push(call.clone());
+    w.push_message(m).unwrap();
+    w.begin_tool_call(call);
+    w.checkpoint().unwrap();
+    drop(w);
+    let text = ok(&env.agent(&["--info", &id]));
+    assert!(
+        text.contains("pending calls:") && text.contains("shell"),
+        "{text}"
+    );
+    let v = json(&env.agent(&["--info", &id, "--json"]));
+    assert_eq!(v["pending_tool_names"], serde_json::json!(["shell"]));
+    assert_eq!(v["pending_tool_calls"], 1);
+    assert_eq!(v["tool_counts"]["shell"], 1);
+}

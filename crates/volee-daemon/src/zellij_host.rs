@@ -1,0 +1,212 @@
+//! Watching one zellij session that holds agents: the volee plugin's event stream when a plugin
+//! runs (a client is attached and `load_plugins` names volee's plugin), else — headless, or a
+//! user without the plugin — `zellij action list-panes --json` once a second (titles, exits) and
+//! one `zellij subscribe` over the agents' panes (screen text, which is also the activity).
+//!
+//! One watch per session, owned by the daemon: a `zellij pipe` process for the stream, plus the
+//! fallback's processes only while no plugin answers.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use volee_protocol::zellij::{PluginEvent, PIPE_VERSION};
+use volee_zellij::{ListedPane, ZellijCli};
+
+/// What a watch reports to the daemon.
+#[derive(Debug)]
+pub enum ZellijMsg {
+    /// A line of the plugin's stream (or the headless fallback's equivalent `Screen`).
+    Event(PluginEvent),
+    /// The headless poll's pane list.
+    Panes(Vec<ListedPane>),
+    /// A pane's screen from `zellij subscribe`: new output, or (`activity: false`) the first
+    /// delivery when the subscription starts.
+    Screen {
+        pane: u32,
+        lines: Vec<String>,
+        activity: bool,
+    },
+    /// The session is gone (every zellij command says so).
+    SessionGone,
+}
+
+/// The daemon's side of one zellij session.
+pub struct ZellijWatch {
+    pub cli: ZellijCli,
+    /// A plugin said hello on the stream (and the stream is still open).
+    pub plugin_alive: Arc<AtomicBool>,
+    /// Terminal panes whose screens the headless fallback subscribes to.
+    watched: Arc<Mutex<BTreeSet<u32>>>,
+    /// The last `Agents` command sent to the plugins (to send only changes).
+    pub last_agents: String,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for ZellijWatch {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl ZellijWatch {
+    /// Start watching `cli`'s session; messages arrive on `tx` tagged with the session name.
+    pub fn start(cli: ZellijCli, tx: mpsc::UnboundedSender<(String, ZellijMsg)>) -> ZellijWatch {
+        let plugin_alive = Arc::new(AtomicBool::new(false));
+        let watched = Arc::new(Mutex::new(BTreeSet::new()));
+        let stream = tokio::spawn(stream_task(cli.clone(), plugin_alive.clone(), tx.clone()));
+        let fallback = tokio::spawn(fallback_task(
+            cli.clone(),
+            plugin_alive.clone(),
+            watched.clone(),
+            tx,
+        ));
+        ZellijWatch {
+            cli,
+            plugin_alive,
+            watched,
+            last_agents: String::new(),
+            tasks: vec![stream, fallback],
+        }
+    }
+
+    /// The agents' panes in this session.
+    pub fn set_watched(&self, panes: BTreeSet<u32>) {
+        if let Ok(mut w) = self.watched.lock() {
+            *w = panes;
+        }
+    }
+}
+
+/// Keep a `zellij pipe --name volee-stream` open and forward its lines. A plugin that answers
+/// blocks the pipe's input, so the process lives as long as the plugin does; when it ends (no
+/// plugin, the plugin reloaded, the session gone) it is opened again after a pause.
+async fn stream_task(
+    cli: ZellijCli,
+    plugin_alive: Arc<AtomicBool>,
+    tx: mpsc::UnboundedSender<(String, ZellijMsg)>,
+) {
+    let session = cli.session().to_string();
+    loop {
+        match cli.spawn_stream() {
+            Ok(mut child) => {
+                if let Some(stdout) = child.stdout.take() {
+                    let mut lines = BufReader::new(stdout).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        match serde_json::from_str::<PluginEvent>(&line) {
+                            Ok(event) => {
+                                match &event {
+                                    PluginEvent::Hello { version, .. }
+                                        if *version == PIPE_VERSION =>
+                                    {
+                                        plugin_alive.store(true, Ordering::SeqCst);
+                                    }
+                                    PluginEvent::Mismatch { hint, .. } => {
+                                        tracing::warn!(
+                                            "the volee plugin of zellij session {session:?} speaks another protocol: {hint}"
+                                        );
+                                    }
+                                    _ => {}
+                                }
+                                if tx.send((session.clone(), ZellijMsg::Event(event))).is_err() {
+                                    return;
+                                }
+                            }
+                            Err(e) => tracing::debug!("zellij stream line not understood: {e}"),
+                        }
+                    }
+                }
+                let _ = child.kill().await;
+                plugin_alive.store(false, Ordering::SeqCst);
+            }
+            Err(e) => tracing::warn!("cannot run zellij pipe: {e}"),
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// Without a plugin: `list-panes --json` every second and one `zellij subscribe` over the
+/// watched panes (restarted when they change).
+async fn fallback_task(
+    cli: ZellijCli,
+    plugin_alive: Arc<AtomicBool>,
+    watched: Arc<Mutex<BTreeSet<u32>>>,
+    tx: mpsc::UnboundedSender<(String, ZellijMsg)>,
+) {
+    let session = cli.session().to_string();
+    let mut subscribed: BTreeSet<u32> = BTreeSet::new();
+    let mut subscriber: Option<JoinHandle<()>> = None;
+    let mut missing = 0;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if plugin_alive.load(Ordering::SeqCst) {
+            if let Some(s) = subscriber.take() {
+                s.abort();
+                subscribed.clear();
+            }
+            continue;
+        }
+        match cli.list_panes().await {
+            Ok(panes) => {
+                missing = 0;
+                if tx.send((session.clone(), ZellijMsg::Panes(panes))).is_err() {
+                    return;
+                }
+            }
+            Err(volee_zellij::ZellijError::NoSession(_)) => {
+                missing += 1;
+                if missing >= 2 {
+                    let _ = tx.send((session.clone(), ZellijMsg::SessionGone));
+                    return;
+                }
+            }
+            Err(e) => tracing::debug!("zellij list-panes: {e}"),
+        }
+        let want = watched.lock().map(|w| w.clone()).unwrap_or_default();
+        if want != subscribed || subscriber.as_ref().is_some_and(|s| s.is_finished()) {
+            if let Some(s) = subscriber.take() {
+                s.abort();
+            }
+            subscribed = want.clone();
+            if !want.is_empty() {
+                subscriber = Some(tokio::spawn(subscribe_task(cli.clone(), want, tx.clone())));
+            }
+        }
+    }
+}
+
+/// `zellij subscribe --pane-id … --format json`: each update of a pane's viewport becomes a
+/// `Screen` message (the first delivery too: it is the screen, though not new output).
+async fn subscribe_task(
+    cli: ZellijCli,
+    panes: BTreeSet<u32>,
+    tx: mpsc::UnboundedSender<(String, ZellijMsg)>,
+) {
+    let session = cli.session().to_string();
+    let Ok(mut child) = cli.spawn_subscribe(&panes.iter().copied().collect::<Vec<_>>()) else {
+        return;
+    };
+    let Some(stdout) = child.stdout.take() else {
+        return;
+    };
+    let mut lines = BufReader::new(stdout).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(update) = volee_zellij::parse_subscribe_line(&line) {
+            let msg = ZellijMsg::Screen {
+                pane: update.pane,
+                lines: update.lines,
+                activity: !update.initial,
+            };
+            if tx.send((session.clone(), msg)).is_err() {
+                break;
+            }
+        }
+    }
+    let _ = child.kill().await;
+}

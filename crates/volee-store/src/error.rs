@@ -1,0 +1,83 @@
+//! What can go wrong in the store; every variant names the session or file it is about.
+
+use std::io;
+use std::path::PathBuf;
+
+/// A store error.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("invalid session id {id:?}: {reason}")]
+    InvalidId { id: String, reason: &'static str },
+    #[error("no session {id:?}")]
+    UnknownId { id: String },
+    #[error("session id prefix {prefix:?} is ambiguous: it matches {}", candidates.join(", "))]
+    Ambiguous {
+        prefix: String,
+        candidates: Vec<String>,
+    },
+    #[error("session {id} is in use by another process ({})", holder_text(*pid))]
+    Locked { id: String, pid: Option<u32> },
+    #[error("session {id} is damaged: {} does not parse ({reason})", path.display())]
+    Corrupt {
+        id: String,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error("session {id} was written by a newer volee (schema version {found}; this volee reads up to {supported})")]
+    NewerSchema {
+        id: String,
+        found: u32,
+        supported: u32,
+    },
+    #[error("session {id} is archived")]
+    Archived { id: String },
+    #[error("session {id} belongs to project {}, not {}", recorded.display(), given.display())]
+    ProjectMismatch {
+        id: String,
+        recorded: PathBuf,
+        given: PathBuf,
+    },
+    #[error("the transcript of session {id} is damaged at line {line} ({reason})")]
+    TranscriptCorrupt {
+        id: String,
+        line: u64,
+        reason: String,
+    },
+    #[error("session {id} has no pending tool call {call_id:?}")]
+    NoPendingToolCall { id: String, call_id: String },
+    #[error("could not {action} {}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("could not encode {}", path.display())]
+    Encode {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+fn holder_text(pid: Option<u32>) -> String {
+    match pid {
+        Some(pid) => format!("held by pid {pid}"),
+        None => "holder's pid unknown".to_string(),
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// `map_err` helper: an I/O error about `path`.
+pub(crate) fn io_err(
+    action: &'static str,
+    path: impl Into<PathBuf>,
+) -> impl FnOnce(io::Error) -> StoreError {
+    let path = path.into();
+    move |source| StoreError::Io {
+        action,
+        path,
+        source,
+    }
+}

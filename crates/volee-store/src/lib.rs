@@ -1,0 +1,49 @@
+//! The session store of volee's own agent (ARCHITECTURE.md section 8; layout and guarantees in
+//! docs/store.md).
+//!
+//! One directory per session under the store's root:
+//! - `session.json`: the resumable model context and agent state ([`SessionState`]), replaced
+//!   atomically (temp file, fsync, rename, fsync of the directory) at each checkpoint;
+//! - `meta.json`: the small record listing reads ([`SessionMeta`]), replaced with it;
+//! - `transcript.jsonl`: append-only, lossless, one sequence-numbered [`TranscriptLine`] per
+//!   event, fsync'd at each checkpoint, secrets redacted; a torn last line is tolerated on read;
+//! - `compactions.jsonl`: one [`CompactionRecord`] per compaction;
+//! - `lock`: the single writer's `fd-lock`, with its pid.
+//!
+//! [`Store`] lists, searches, exports, forks and manages sessions; [`WriterSession`] is the one
+//! writer of a session, for the agent loop ([`Store::create`], [`Store::open_for_resume`]).
+//! Readers never take the lock and never see a half-written file.
+
+mod error;
+mod files;
+mod ids;
+mod jsonl;
+mod lock;
+mod model;
+mod redact;
+mod search;
+mod store;
+
+pub use error::{Result, StoreError};
+pub use ids::check_id;
+pub use jsonl::JsonlRead;
+pub use model::{
+    CompactionRecord, ExportDocument, Message, PendingToolCall, Role, SessionMeta, SessionState,
+    Todo, ToolCall, ToolFunction, TranscriptItem, TranscriptLine, Usage, OUTCOME_UNKNOWN,
+    SCHEMA_VERSION,
+};
+pub use redact::{redact, redact_value, REDACTED};
+pub use search::{SearchHit, SearchStats, Snippet};
+pub use store::{now_ms, Health, Listed, NewSession, SessionInfo, Store, WriterSession};
+
+/// Read a session's transcript (tolerant of a torn last line), e.g. for tests and tools.
+pub fn read_transcript(store: &Store, id: &str) -> Result<JsonlRead<TranscriptLine>> {
+    check_id(id)?;
+    jsonl::read_transcript(id, &store.session_dir(id).join("transcript.jsonl"))
+}
+
+/// A time in milliseconds since the epoch as RFC 3339 UTC, to the second.
+pub fn rfc3339(ms: u64) -> String {
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+        .to_string()
+}

@@ -1,0 +1,301 @@
+//! zellij hosts, end to end: a real zellij 0.45.1 (from PATH, `VOLEE_ZELLIJ`, or the prebuilt
+//! `../shared/bin/zellij-0.45.1`) runs attached inside the test's private tmux, with its own socket,
+//! config, cache and data directories. `volee launch --host zellij:SESSION` opens a generic agent
+//! in a new tab; without volee's plugin loaded, the daemon watches the session with
+//! `zellij action list-panes --json` and `zellij subscribe` (the fallback every user without the
+//! plugin gets): title, screen text (a `(y/n)` prompt → needs_you), `volee send`, exit status,
+//! `volee stop`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use volee_test_support::{wait_until, TestEnv};
+
+use crate::setup;
+
+/// The zellij binary, or None (a failure under CI).
+pub fn zellij_binary() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("VOLEE_ZELLIJ").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    if volee_test_support::on_path("zellij") {
+        return Some(PathBuf::from("zellij"));
+    }
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bin/zellij-0.45.1");
+    if shared.is_file() {
+        return Some(shared);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("zellij is not installed (CI is set, so this fails): put it on PATH or set VOLEE_ZELLIJ");
+    }
+    eprintln!("SKIPPED: zellij is not installed");
+    None
+}
+
+/// A zellij session `name`, attached in a window of the test's tmux, with isolated directories;
+/// the variables volee must pass on are added to the test's environment.
+pub fn start_zellij(env: &mut TestEnv, bin: &Path, name: &str) -> Vec<(String, String)> {
+    let root = env.root().join("zj");
+    let dirs = ["s", "config", "cache", "data", "tmp"].map(|d| root.join(d));
+    for d in &dirs {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(
+        dirs[1].join("config.kdl"),
+        "show_startup_tips false\nshow_release_notes false\nsession_serialization false\ndefault_shell \"sh\"\n",
+    )
+    .unwrap();
+    let vars: Vec<(String, String)> = [
+        ("ZELLIJ_SOCKET_DIR", &dirs[0]),
+        ("ZELLIJ_CONFIG_DIR", &dirs[1]),
+        ("XDG_CACHE_HOME", &dirs[2]),
+        ("XDG_DATA_HOME", &dirs[3]),
+        ("TMPDIR", &dirs[4]),
+    ]
+    .map(|(k, v)| (k.to_string(), v.display().to_string()))
+    .to_vec();
+    let bin = std::fs::canonicalize(bin)
+        .or_else(|_| which(bin))
+        .unwrap_or_else(|_| bin.to_path_buf());
+    let mut command = vec!["env".to_string(), "TERM=xterm-256color".into()];
+    command.extend(vars.iter().map(|(k, v)| format!("{k}={v}")));
+    command.extend([bin.display().to_string(), "--session".into(), name.into()]);
+    let mut args = vec!["new-window", "-d", "-P", "-F", "#{pane_id}", "-t", "main:"];
+    args.extend(command.iter().map(String::as_str));
+    let window = env.tmux(&args).trim().to_string();
+    // zellij 0.45.1's server panics when a command-line client (`zellij action …`) connects
+    // while the session is still being set up: wait until its screen is drawn.
+    wait_until(
+        "zellij draws its screen",
+        Duration::from_secs(20),
+        || {
+            env.tmux(&["capture-pane", "-p", "-t", &window])
+                .contains("Tab #1")
+                .then_some(())
+        },
+        || env.tmux(&["capture-pane", "-p", "-t", &window]),
+    );
+    env.extra_env.extend(vars.iter().cloned());
+    env.extra_env
+        .push(("VOLEE_ZELLIJ".into(), bin.display().to_string()));
+    // Up when it lists its panes.
+    let zellij = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(&bin);
+        for (k, v) in &vars {
+            cmd.env(k, v);
+        }
+        cmd.args(["--session", name]).args(args).output().unwrap()
+    };
+    wait_until(
+        "zellij is up",
+        Duration::from_secs(20),
+        || {
+            let out = zellij(&["action", "list-panes", "--json", "--all"]);
+            (out.status.success()
+                && serde_json::from_slice::<serde_json::Value>(&out.stdout).is_ok())
+            .then_some(())
+        },
+        || String::from_utf8_lossy(&zellij(&["list-sessions"]).stdout).into_owned(),
+    );
+    vars
+}
+
+fn which(bin: &Path) -> std::io::Result<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(bin))
+        .find(|p| p.is_file())
+        .ok_or_else(|| std::io::Error::other("not on PATH"))
+}
+
+/// Ends the zellij session (its server and panes) when the test ends, however it ends.
+struct KillSession {
+    bin: PathBuf,
+    name: String,
+    vars: Vec<(String, String)>,
+}
+
+impl Drop for KillSession {
+    fn drop(&mut self) {
+        let mut cmd = std::process::Command::new(&self.bin);
+        for (k, v) in &self.vars {
+            cmd.env(k, v);
+        }
+        let _ = cmd.args(["kill-session", &self.name]).output();
+    }
+}
+
+#[test]
+fn a_generic_agent_in_a_zellij_tab_goes_through_its_states() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    let Some(bin) = zellij_binary() else {
+        return;
+    };
+    let vars = start_zellij(&mut env, &bin, "vz");
+    let _kill = KillSession {
+        bin: bin.clone(),
+        name: "vz".into(),
+        vars,
+    };
+    let id = env.ok([
+        "launch",
+        "--host",
+        "zellij:vz",
+        "--name",
+        "zj",
+        "--",
+        "sh",
+        "-c",
+        r#"printf '\033]2;zj-title\007'; sleep 1; echo working; sleep 1; printf 'Continue? (y/n) '; read a; echo "got $a"; sleep 1; exit 3"#,
+    ]);
+    let agent = env.agent(&id);
+    assert_eq!(agent["host"]["kind"], "zellij", "{agent}");
+    assert_eq!(agent["host"]["session"], "vz", "{agent}");
+    assert!(
+        agent["host"]["pane"]
+            .as_str()
+            .unwrap()
+            .starts_with("terminal_"),
+        "{agent}"
+    );
+    wait_until(
+        "the pane's title",
+        Duration::from_secs(10),
+        || (env.agent(&id)["title"] == "zj-title").then_some(()),
+        || env.agent(&id).to_string(),
+    );
+    // The prompt on its screen (from `zellij subscribe`) is a question for the user.
+    let asked = wait_until(
+        "needs_you from the screen",
+        Duration::from_secs(15),
+        || {
+            let a = env.agent(&id);
+            (a["state"] == "needs_you").then_some(a)
+        },
+        || format!("{}\n{}", env.agent(&id), env.ok(["peek", &id])),
+    );
+    assert_eq!(asked["state_source"], "screen", "{asked}");
+    assert!(env.ok(["peek", &id]).contains("Continue? (y/n)"));
+    env.ok(["send", &id, "y"]);
+    let ended = wait_until(
+        "the agent ends with its exit status",
+        Duration::from_secs(15),
+        || {
+            let a = env.agent(&id);
+            (a["state"] == "failed").then_some(a)
+        },
+        || env.agent(&id).to_string(),
+    );
+    assert_eq!(ended["exit_status"], 3, "{ended}");
+
+    // `volee stop` closes the pane: stopped.
+    let sleeper = env.ok([
+        "launch",
+        "--host",
+        "zellij:vz",
+        "--name",
+        "zj-sleep",
+        "--",
+        "sleep",
+        "300",
+    ]);
+    // `volee attach` from a shell inside the session focuses the agent's pane.
+    let first = env.agent(&id)["host"]["pane"].as_str().unwrap().to_string();
+    let pane = env.agent(&sleeper)["host"]["pane"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(first, pane);
+    // zellij 0.45.1 now and then answers a query with nothing (while other clients talk to it,
+    // like volee's watch): ask again.
+    let zellij = |args: &[&str]| {
+        let mut out = None;
+        for _ in 0..20 {
+            let mut cmd = std::process::Command::new(&_kill.bin);
+            for (k, v) in &_kill.vars {
+                cmd.env(k, v);
+            }
+            let o = cmd.args(["--session", "vz"]).args(args).output().unwrap();
+            let empty = o.stdout.is_empty();
+            out = Some(o);
+            if !empty || args.get(1) == Some(&"go-to-tab") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        out.unwrap()
+    };
+    // The user looks at the first tab (new tabs take the focus).
+    assert!(zellij(&["action", "go-to-tab", "1"]).status.success());
+    // Focused: the pane has the focus in its tab, and its tab is the active one.
+    let focused = |p: &str| {
+        let n: u32 = p["terminal_".len()..].parse().unwrap();
+        let out = zellij(&["action", "list-panes", "--json", "--all"]);
+        let panes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "list-panes: {e}: {} {} {}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        let out = zellij(&["action", "list-tabs", "--json", "--state"]);
+        let tabs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "list-tabs: {e}: {} {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        let Some(me) = panes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["id"] == n && x["is_plugin"] == false)
+        else {
+            return false;
+        };
+        me["is_focused"] == true
+            && tabs
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["position"] == me["tab_position"] && t["active"] == true)
+    };
+    assert!(!focused(&pane), "the agent's tab is still the active one");
+    let out = env
+        .volee(["attach", &sleeper])
+        .env("ZELLIJ_SESSION_NAME", "vz")
+        .env("ZELLIJ", "0")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until(
+        "the attached agent's pane has the focus",
+        Duration::from_secs(5),
+        || focused(&pane).then_some(()),
+        || format!("{pane} not focused"),
+    );
+    env.ok(["stop", &sleeper]);
+    wait_until(
+        "the stopped agent",
+        Duration::from_secs(10),
+        || (env.agent(&sleeper)["state"] == "stopped").then_some(()),
+        || env.agent(&sleeper).to_string(),
+    );
+
+    // A session that does not exist is a clear error.
+    let out = env.run(["launch", "--host", "zellij:nosuch", "--", "true"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("nosuch") && err.contains("not running"),
+        "{err}"
+    );
+}
