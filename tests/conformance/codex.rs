@@ -220,7 +220,8 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
             );
         }
 
-        // 1. needs_you: the approval prompt, from the screen rules (no hooks).
+        // 1. needs_you: the approval prompt, from the app-server's thread status
+        //    (`active[waitingOnApproval]`) or the screen rules, whichever is first (no hooks).
         assert_eq!(env.wait_state(&id, "needs_you", 90), "needs_you");
         let asked = seen_by_watcher(&timeline, "needs_you", None);
         let tool_sent = server
@@ -228,10 +229,13 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
             .expect("the model server answered with a tool call");
         let tool_to_needs_you = asked.at.saturating_duration_since(tool_sent);
         assert!(
-            matches!(asked.source.as_str(), "screen" | "title"),
+            matches!(asked.source.as_str(), "screen" | "title" | "listing"),
             "{asked:?}"
         );
-        assert!(asked.evidence.contains("codex."), "{asked:?}");
+        assert!(
+            asked.evidence.contains("codex.") || asked.evidence.contains("waitingOnApproval"),
+            "{asked:?}"
+        );
         assert!(
             timeline
                 .lock()
@@ -278,8 +282,16 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
             "Codex offers {:?}",
             mains[0].tool_names()
         );
+        // The session id: the thread the app-server lists for this TUI (its folder, its prompt),
+        // which is the id at the end of the rollout file's name.
         let view = env.agent(&id);
         let session = view["session_id"].as_str().map(String::from);
+        let rollouts: Vec<String> = walk_files(&home.join(".codex/sessions"))
+            .iter()
+            .filter_map(|p| volee_harness::listing::session_id_from_open_file("codex", p))
+            .collect();
+        assert_eq!(rollouts.len(), 1, "{rollouts:?}");
+        assert_eq!(session.as_deref(), Some(rollouts[0].as_str()), "{view}");
 
         // 4. End it the way a user does. (Without hooks, the echo of the typed `/quit` is output:
         // volee may show `working` for a moment before `done`; only the end state is checked.)
@@ -360,4 +372,21 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
         assert_eq!(last, Some("done"), "end state");
     });
     drop(diag);
+}
+
+/// Every file under `dir`.
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
 }

@@ -335,10 +335,15 @@ fn a_codex_cli_started_by_hand_is_discovered_with_its_session() {
         home: home.clone(),
     };
     // Codex 0.171.0 in its default daemon mode: the rollout file (named by the session id) is
-    // written by the shared app-server daemon, which serves every Codex TUI of the user, not by
-    // the TUI process volee finds; the TUI publishes no session file. So volee reports no id
-    // rather than guessing one (checked below: the daemon holds the file, the TUI does not).
+    // written and held open by the shared app-server daemon, which serves every Codex TUI of the
+    // user, not by the TUI process volee finds (checked below). volee asks that daemon instead:
+    // the thread in the TUI's folder whose first message is the TUI's prompt.
     let sessions = home.join(".codex/sessions");
+    let rollout_id = |_pid: u32| {
+        walk(&sessions)
+            .iter()
+            .find_map(|p| volee_harness::listing::session_id_from_open_file("codex", p))
+    };
     let case = Case {
         harness: "codex",
         command: vec!["codex".into(), "Create the marker file.".into()],
@@ -348,7 +353,7 @@ fn a_codex_cli_started_by_hand_is_discovered_with_its_session() {
         ]
         .map(|(k, v)| (k.to_string(), v))
         .to_vec(),
-        published: None,
+        published: Some(&rollout_id),
         also: &|tui| {
             let holders = holders_of(&sessions);
             eprintln!("codex: the TUI is pid {tui}; rollout files held by {holders:?}");

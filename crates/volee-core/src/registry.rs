@@ -51,6 +51,10 @@ pub struct AgentRecord {
     /// so a restarted daemon reaches the same zellij server.
     #[serde(default)]
     pub host_env: Vec<(String, String)>,
+    /// A server that lists this agent's session with its state (Codex's app-server control
+    /// socket), asked once a second as the `listing` source.
+    #[serde(default)]
+    pub listing_socket: Option<String>,
     pub pid: Option<u32>,
     pub created_at: Millis,
     pub ended_at: Option<Millis>,
@@ -78,6 +82,7 @@ impl AgentRecord {
             session_id: new.session_id,
             status_file: None,
             host_env: Vec::new(),
+            listing_socket: None,
             pid: None,
             created_at: now,
             ended_at: None,

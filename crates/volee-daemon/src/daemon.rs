@@ -88,6 +88,11 @@ enum Msg {
     StatusFilesChanged,
     /// What a zellij session's watch saw.
     Zellij(String, crate::zellij_host::ZellijMsg),
+    /// The threads a Codex app-server lists (or why it could not be asked).
+    CodexThreads {
+        socket: String,
+        threads: Result<Vec<crate::codex_server::CodexThread>, String>,
+    },
     Shutdown,
 }
 
@@ -276,6 +281,28 @@ fn tmux_error_response(e: &TmuxError) -> Response {
     }
 }
 
+/// The first prompt on a Codex command line (`codex [FLAGS] PROMPT`): its last argument, when
+/// that is not a flag.
+fn codex_prompt(command: &[String]) -> Option<String> {
+    let last = command.get(1..)?.last()?;
+    (!last.starts_with('-')).then(|| last.clone())
+}
+
+/// The control socket of the Codex app-server of an environment (`CODEX_HOME`, else
+/// `HOME/.codex`).
+fn codex_socket(env: &[(String, String)]) -> Option<String> {
+    let var = |k: &str| {
+        env.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+            .filter(|v| !v.is_empty())
+    };
+    let home = var("CODEX_HOME")
+        .map(PathBuf::from)
+        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".codex")))?;
+    Some(crate::codex_server::socket_in(&home).display().to_string())
+}
+
 /// A tmux key name (as profiles give them) in zellij's `send-keys` syntax: `C-c` → `Ctrl c`,
 /// `Escape` → `Esc`.
 fn zellij_key(tmux_key: &str) -> String {
@@ -434,6 +461,8 @@ struct Daemon {
     zellij_tx: mpsc::UnboundedSender<(String, crate::zellij_host::ZellijMsg)>,
     /// The last screen text of each zellij agent (zellij pushes screens; tmux is asked).
     zellij_screens: HashMap<String, String>,
+    /// Listing servers being asked right now (one request at a time per server).
+    listing_in_flight: HashSet<String>,
     /// Agents whose view changed since the last flush.
     changed: HashSet<String>,
     save_needed: bool,
@@ -463,6 +492,7 @@ impl Daemon {
             zellij: HashMap::new(),
             zellij_tx,
             zellij_screens: HashMap::new(),
+            listing_in_flight: HashSet::new(),
             paths,
             config,
             arbiter,
@@ -592,10 +622,8 @@ impl Daemon {
                     (self.screen_checked.get(&a.id) != Some(&out)).then_some(out + SCREEN_SETTLE_MS)
                 });
                 // Status files are polled once a second, only while such an agent lives.
-                let listing = a
-                    .status_file
-                    .as_ref()
-                    .map(|_| self.last_listing_poll + LISTING_POLL_MS);
+                let listing = (a.status_file.is_some() || a.listing_socket.is_some())
+                    .then_some(self.last_listing_poll + LISTING_POLL_MS);
                 [a.decision.recheck_at, screen, listing]
             })
             .flatten()
@@ -608,6 +636,7 @@ impl Daemon {
         if now >= self.last_listing_poll + LISTING_POLL_MS {
             self.last_listing_poll = now;
             self.poll_status_files();
+            self.poll_listing_servers();
         }
         let due: Vec<(String, Millis)> = self
             .registry
@@ -813,6 +842,9 @@ impl Daemon {
                     )
                 })
                 .map(|p| p.display().to_string());
+            if volee_harness::listing::has_listing_server(&f.harness) {
+                record.listing_socket = codex_socket(&env);
+            }
             // Identity from what the harness publishes, never from the newest transcript file.
             record.session_id = published_session_id(&root, &f.harness, f.pid, &env);
             tracing::info!(
@@ -1072,7 +1104,92 @@ impl Daemon {
             }
             Msg::StatusFilesChanged => self.poll_status_files(),
             Msg::Zellij(session, msg) => self.on_zellij(&session, msg),
+            Msg::CodexThreads { socket, threads } => self.on_codex_threads(&socket, threads),
             Msg::Shutdown => self.shutting_down = true,
+        }
+    }
+
+    /// Ask each listing server of live agents (Codex's app-server) for its threads, without
+    /// waiting: one connection per server per second, only while such an agent lives.
+    fn poll_listing_servers(&mut self) {
+        let sockets: BTreeSet<String> = self
+            .registry
+            .iter()
+            .filter(|a| !a.is_ended())
+            .filter_map(|a| a.listing_socket.clone())
+            .collect();
+        for socket in sockets {
+            if !self.listing_in_flight.insert(socket.clone()) {
+                continue;
+            }
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                let threads = crate::codex_server::list_threads(
+                    Path::new(&socket),
+                    Duration::from_millis(800),
+                )
+                .await
+                .map_err(|e| e.to_string());
+                let _ = tx.send(Msg::CodexThreads { socket, threads });
+            });
+        }
+    }
+
+    /// A Codex app-server's threads: each live agent on that server finds its own thread (same
+    /// folder, created after it started, first message = its prompt; never a guess), learns its
+    /// session id, and takes the thread's status as its `listing` state when it changed.
+    fn on_codex_threads(
+        &mut self,
+        socket: &str,
+        threads: Result<Vec<crate::codex_server::CodexThread>, String>,
+    ) {
+        self.listing_in_flight.remove(socket);
+        let threads = match threads {
+            Ok(t) => t,
+            Err(e) => {
+                // No daemon (yet): Codex starts it on demand; embedded sessions have none.
+                tracing::trace!("codex app-server {socket}: {e}");
+                return;
+            }
+        };
+        let now = now_ms();
+        for agent in self.registry.iter_mut() {
+            if agent.is_ended() || agent.listing_socket.as_deref() != Some(socket) {
+                continue;
+            }
+            let prompt = codex_prompt(&agent.command);
+            let thread = match agent.session_id.as_deref() {
+                Some(id) => threads.iter().find(|t| t.id == id),
+                None => crate::codex_server::match_thread(
+                    &threads,
+                    &agent.cwd,
+                    prompt.as_deref(),
+                    agent.created_at / 1000,
+                ),
+            };
+            let Some(thread) = thread else { continue };
+            if agent.session_id.is_none() {
+                tracing::info!("agent {}: Codex thread {}", agent.id, thread.id);
+                agent.session_id = Some(thread.id.clone());
+                self.changed.insert(agent.id.clone());
+                self.save_needed = true;
+            }
+            let Some(state) = thread.state() else {
+                continue;
+            };
+            let event = format!("app-server {}", thread.status.describe());
+            let same = agent
+                .signals
+                .listing
+                .as_ref()
+                .is_some_and(|l| l.event == event);
+            if !same {
+                agent.signals.listing = Some(HookSignal {
+                    at: now,
+                    event,
+                    state,
+                });
+            }
         }
     }
 
@@ -2215,6 +2332,9 @@ impl Daemon {
             .zip(record.pid)
             .and_then(|(home, pid)| volee_harness::listing::status_file(&req.harness, &home, pid))
             .map(|p| p.display().to_string());
+        if volee_harness::listing::has_listing_server(&req.harness) {
+            record.listing_socket = codex_socket(&req.env);
+        }
         let view = record.view();
         self.registry.insert(record);
         self.save();
@@ -2302,6 +2422,9 @@ impl Daemon {
             &self.arbiter,
         );
         record.host_env = host_env.clone();
+        if volee_harness::listing::has_listing_server(&req.harness) {
+            record.listing_socket = codex_socket(&req.env);
+        }
         let view = record.view();
         self.registry.insert(record);
         self.save();

@@ -130,6 +130,12 @@ pub fn parse_session_id(harness: &str, text: &str, pid: u32) -> Option<String> {
     (!id.is_empty() && id.len() <= 200).then(|| id.to_string())
 }
 
+/// Does this harness run a server that lists its sessions with their states (Codex's shared
+/// app-server daemon, `~/.codex/app-server-control/app-server-control.sock`)?
+pub fn has_listing_server(harness: &str) -> bool {
+    harness == "codex"
+}
+
 /// Does this harness hold its transcript open (see [`session_id_from_open_file`])?
 pub fn holds_transcript_open(harness: &str) -> bool {
     harness == "codex"
