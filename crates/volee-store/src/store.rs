@@ -569,19 +569,23 @@ pub struct SessionInfo {
     pub dir: PathBuf,
 }
 
-/// A small file's bytes in as few system calls as possible (listing reads thousands of them).
+/// A small file's bytes in as few system calls as possible (listing reads thousands of them):
+/// one `read` when the file fits the buffer. A short read taken for the end can only truncate
+/// the record, which then fails to parse and listing falls back to `session.json`.
 fn read_small(path: &Path) -> Option<Vec<u8>> {
     let mut file = File::open(path).ok()?;
-    // Plain reads: `read_to_end` on a file asks for its size and position first.
-    let mut bytes = vec![0u8; 4096];
+    let mut bytes = vec![0u8; 8192];
     let mut len = 0;
     loop {
-        if len == bytes.len() {
-            bytes.resize(len * 2, 0);
-        }
         match file.read(&mut bytes[len..]) {
             Ok(0) => break,
-            Ok(n) => len += n,
+            Ok(n) => {
+                len += n;
+                if len < bytes.len() {
+                    break;
+                }
+                bytes.resize(len * 2, 0);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return None,
         }

@@ -439,3 +439,33 @@ fn search_finds_titles_and_transcripts_with_snippets() {
     assert_eq!(store.search("slow", false).unwrap().len(), 1);
     assert_eq!(store.search("slow", true).unwrap().len(), 2);
 }
+
+#[test]
+fn a_torn_compaction_line_is_tolerated_and_cut_by_the_next_writer() {
+    let (tmp, store) = store();
+    let id = session_with(&store, tmp.path(), 2);
+    let mut w = store.open_writer(&id).unwrap();
+    let record = CompactionRecord {
+        summary: "two messages".into(),
+        replaced_messages: 2,
+        tokens_before: 20,
+        tokens_after: 5,
+        model: "m".into(),
+        seq: 0,
+        at_ms: 0,
+    };
+    w.compact(record, vec![Message::user("summary")]).unwrap();
+    w.checkpoint().unwrap();
+    drop(w);
+    let path = store.session_dir(&id).join("compactions.jsonl");
+    let mut f = fs::OpenOptions::new().append(true).open(&path).unwrap();
+    use std::io::Write;
+    write!(f, "{{\"summary\":\"cut off").unwrap();
+    drop(f);
+    let doc = store.export(&id).unwrap();
+    assert_eq!(doc.compactions.len(), 1);
+    drop(store.open_writer(&id).unwrap());
+    let text = fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 1);
+    assert!(text.ends_with('\n'));
+}
