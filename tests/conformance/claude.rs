@@ -138,7 +138,11 @@ fn claude_code_asks_permission_and_finishes_its_turn() {
         prompt: "Run the touch command to create the marker file.",
         // The model is still "thinking": the first hook-driven state volee shows.
         first_working: &["hook UserPromptSubmit"],
-        needs_you: &["hook PermissionRequest", "hook Notification"],
+        needs_you: &[
+            "hook PermissionRequest",
+            "hook Notification",
+            "listing status waiting (permission prompt)",
+        ],
         // The PermissionRequest hook runs before the dialog is drawn (a hook may decide the
         // permission itself), so the screen can lag the state by a few milliseconds.
         dialog: "Do you want to proceed?",

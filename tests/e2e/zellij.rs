@@ -299,3 +299,105 @@ fn a_generic_agent_in_a_zellij_tab_goes_through_its_states() {
         "{err}"
     );
 }
+
+#[test]
+fn a_harness_started_by_hand_in_zellij_is_discovered_in_its_tab() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    let Some(bin) = zellij_binary() else {
+        return;
+    };
+    std::fs::write(
+        env.volee_home().join("config/config.toml"),
+        "discovery_interval = \"1s\"\n",
+    )
+    .unwrap();
+    let vars = start_zellij(&mut env, &bin, "vd");
+    let kill = KillSession {
+        bin: std::fs::canonicalize(&bin)
+            .or_else(|_| which(&bin))
+            .unwrap_or(bin.clone()),
+        name: "vd".into(),
+        vars,
+    };
+    // A program whose process is called `claude`, typed into a tab the user opened.
+    let fake = env.root().join("fakebin/claude");
+    std::fs::create_dir_all(fake.parent().unwrap()).unwrap();
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n[ \"$1\" = --version ] && { echo '2.1.332 (Claude Code)'; exit 0; }\nwhile :; do sleep 1; done\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = std::process::Command::new(&kill.bin);
+    for (k, v) in &kill.vars {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .args([
+            "--session",
+            "vd",
+            "action",
+            "new-tab",
+            "--name",
+            "mine",
+            "--",
+        ])
+        .arg(&fake)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    env.ok(["ls"]);
+    let found = wait_until(
+        "the process is discovered in its zellij tab",
+        Duration::from_secs(15),
+        || {
+            let text = env.ok(["ls", "--all", "--rescan", "--json"]);
+            let all: serde_json::Value = serde_json::from_str(&text).unwrap();
+            all.as_array()
+                .unwrap()
+                .iter()
+                .find(|a| {
+                    a["origin"] == "discovered"
+                        && a["host"]["kind"] == "zellij"
+                        && a["host"]["tab"] == 1
+                })
+                .cloned()
+        },
+        || env.ok(["ls", "--all", "--json"]),
+    );
+    assert_eq!(found["harness"], "claude", "{found}");
+    assert_eq!(found["host"]["session"], "vd", "{found}");
+    let id = found["id"].as_str().unwrap().to_string();
+    // Its pane is watched: closing it ends the agent.
+    let pane = found["host"]["pane"].as_str().unwrap().to_string();
+    let mut cmd = std::process::Command::new(&kill.bin);
+    for (k, v) in &kill.vars {
+        cmd.env(k, v);
+    }
+    assert!(cmd
+        .args([
+            "--session",
+            "vd",
+            "action",
+            "close-pane",
+            "--pane-id",
+            &pane
+        ])
+        .output()
+        .unwrap()
+        .status
+        .success());
+    wait_until(
+        "the closed agent is stopped",
+        Duration::from_secs(15),
+        || (env.agent(&id)["state"] == "stopped").then_some(()),
+        || env.agent(&id).to_string(),
+    );
+}

@@ -437,8 +437,21 @@ pub fn send(id: &str, text: &str, wait: Duration) -> CliResult {
     })?;
     let deadline = Instant::now() + wait;
     let mut last = before.state;
+    // Output after the submit key (the echo of the typed text does not count) is a reaction too:
+    // a hooked agent stays idle until its hook speaks, and exiting can take seconds. A state
+    // change is the better answer, so it gets a moment to come first.
+    let mut drew: Option<Instant> = None;
+    const GRACE: Duration = Duration::from_millis(1500);
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let now = Instant::now();
+        if drew.is_some_and(|at| now >= at + GRACE) {
+            out(&format!(
+                "sent to {}: it reacted (output; still {last})",
+                before.id
+            ));
+            return Ok(());
+        }
+        let left = deadline.saturating_duration_since(now);
         if left.is_zero() {
             return Err(CliError::new(
                 Exit::Negative,
@@ -450,12 +463,22 @@ pub fn send(id: &str, text: &str, wait: Duration) -> CliResult {
             )
             .hint(format!("look at it: volee peek {}", before.id)));
         }
+        let left = match drew {
+            Some(at) => left.min((at + GRACE).saturating_duration_since(now)),
+            None => left,
+        };
         match client.next_response_within(left)? {
             Some(Response::Agent { agent }) => {
                 // A state change after the send (or a newer state_since) is the reaction.
                 if agent.state != before.state || agent.state_since != before.state_since {
                     out(&format!("sent to {}: now {}", agent.id, agent.state));
                     return Ok(());
+                }
+                if drew.is_none()
+                    && agent.last_output.is_some()
+                    && agent.last_output > before.last_output
+                {
+                    drew = Some(Instant::now());
                 }
                 last = agent.state;
             }

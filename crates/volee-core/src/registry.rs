@@ -141,6 +141,7 @@ impl AgentRecord {
             command: self.command.clone(),
             created_at: rfc3339(self.created_at),
             ended_at: self.ended_at.map(rfc3339),
+            last_output: self.signals.last_output.map(rfc3339_ms),
         }
     }
 

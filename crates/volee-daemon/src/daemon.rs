@@ -281,6 +281,25 @@ fn tmux_error_response(e: &TmuxError) -> Response {
     }
 }
 
+/// The variables that say which zellij server a process talks to (and how volee finds zellij).
+fn zellij_env(env: &[(String, String)]) -> Vec<(String, String)> {
+    env.iter()
+        .filter(|(k, _)| {
+            matches!(
+                k.as_str(),
+                "ZELLIJ_SOCKET_DIR"
+                    | "ZELLIJ_CONFIG_DIR"
+                    | "XDG_CACHE_HOME"
+                    | "XDG_DATA_HOME"
+                    | "TMPDIR"
+                    | "VOLEE_ZELLIJ"
+                    | "PATH"
+            )
+        })
+        .cloned()
+        .collect()
+}
+
 /// The first prompt on a Codex command line (`codex [FLAGS] PROMPT`): its last argument, when
 /// that is not a flag.
 fn codex_prompt(command: &[String]) -> Option<String> {
@@ -845,6 +864,11 @@ impl Daemon {
             if volee_harness::listing::has_listing_server(&f.harness) {
                 record.listing_socket = codex_socket(&env);
             }
+            // A zellij pane is watched like a launched agent's, with the process's own zellij
+            // variables (its server may use another socket directory than the daemon's).
+            if matches!(host, Host::Zellij { .. }) {
+                record.host_env = zellij_env(&env);
+            }
             // Identity from what the harness publishes, never from the newest transcript file.
             record.session_id = published_session_id(&root, &f.harness, f.pid, &env);
             tracing::info!(
@@ -866,6 +890,19 @@ impl Daemon {
                 };
                 if let Err(e) = self.ensure_connection(&key).await {
                     tracing::warn!("could not watch discovered agent's session {session:?}: {e}");
+                }
+            }
+            if let Host::Zellij { session, .. } = &host {
+                let env = self
+                    .registry
+                    .iter()
+                    .find(|a| a.pid == Some(f.pid) && a.origin == Origin::Discovered)
+                    .map(|a| a.host_env.clone())
+                    .unwrap_or_default();
+                if self.ensure_zellij(session, &env).is_err() {
+                    tracing::warn!("could not watch discovered agent's zellij session {session:?}");
+                } else {
+                    self.update_zellij_watches();
                 }
             }
         }
@@ -1060,10 +1097,10 @@ impl Daemon {
                 text,
                 output_at,
             } => {
-                let title = self
+                let (title_at, title) = self
                     .registry
                     .get(&id)
-                    .and_then(|a| a.signals.title.as_ref().map(|(_, t)| t.clone()))
+                    .and_then(|a| a.signals.title.clone())
                     .unwrap_or_default();
                 let Some((harness, measured)) = self
                     .registry
@@ -1076,9 +1113,16 @@ impl Daemon {
                 if let Some(m) = found {
                     if let Some(agent) = self.registry.get_mut(&id) {
                         // Dated by the output the screen shows, not by when it was read: a
-                        // hook that came in between is newer than this screen.
+                        // hook that came in between is newer than this screen. A title rule
+                        // is as old as the title (Gemini's "Working…" title outlives the
+                        // permission hook by more than a second under load).
+                        let at = if m.from_title {
+                            title_at.min(output_at)
+                        } else {
+                            output_at
+                        };
                         agent.signals.prompt = Some(PromptMatch {
-                            at: output_at,
+                            at,
                             rule: m.rule,
                             text: m.text,
                             state: m.state,
@@ -1354,6 +1398,9 @@ impl Daemon {
         }
         if let Some(a) = self.registry.get_mut(&id) {
             a.signals.last_output = Some(now);
+        }
+        if self.watchers.iter().any(|(w, _)| *w == id) {
+            self.changed.insert(id);
         }
     }
 
@@ -1660,6 +1707,10 @@ impl Daemon {
                     }
                     if let Some(a) = self.registry.get_mut(&id) {
                         a.signals.last_output = Some(now);
+                    }
+                    // Someone waits for this agent to react (`volee send`, `volee wait`).
+                    if self.watchers.iter().any(|(w, _)| *w == id) {
+                        self.changed.insert(id);
                     }
                 }
             }
@@ -2385,23 +2436,7 @@ impl Daemon {
             .find(|p| !p.is_plugin && p.id == pane)
             .map(|p| p.tab_position as u32)
             .unwrap_or(0);
-        let host_env: Vec<(String, String)> = req
-            .env
-            .iter()
-            .filter(|(k, _)| {
-                matches!(
-                    k.as_str(),
-                    "ZELLIJ_SOCKET_DIR"
-                        | "ZELLIJ_CONFIG_DIR"
-                        | "XDG_CACHE_HOME"
-                        | "XDG_DATA_HOME"
-                        | "TMPDIR"
-                        | "VOLEE_ZELLIJ"
-                        | "PATH"
-                )
-            })
-            .cloned()
-            .collect();
+        let host_env = zellij_env(&req.env);
         let mut record = AgentRecord::launched(
             NewAgent {
                 id: id.clone(),

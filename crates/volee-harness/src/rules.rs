@@ -108,6 +108,7 @@ impl ScreenRule {
             rule: self.id.clone(),
             state: self.state,
             text: evidence(&self.pattern, text),
+            from_title: self.region == Region::Title,
         }
     }
 }
@@ -120,6 +121,8 @@ pub struct RuleMatch {
     /// The whole lines of the region that the match touched, at most 200 characters
     /// (agent-controlled: escape before display).
     pub text: String,
+    /// The rule read the title, not the screen: the match is as old as the title.
+    pub from_title: bool,
 }
 
 /// A rules file that could not be used.

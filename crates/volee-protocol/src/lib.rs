@@ -177,6 +177,10 @@ pub struct AgentView {
     /// RFC 3339 time it ended, when it has.
     #[serde(default)]
     pub ended_at: Option<String>,
+    /// RFC 3339 time (milliseconds) of its last output — not counting the echo of text volee
+    /// typed into it.
+    #[serde(default)]
+    pub last_output: Option<String>,
 }
 
 /// One source's latest observation, as `volee explain` prints it.

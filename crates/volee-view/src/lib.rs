@@ -10,6 +10,7 @@ pub mod picker;
 pub mod status;
 pub mod table;
 pub mod text;
+pub mod zellij;
 
 pub use picker::{menu_items, next_needing_you, MenuItem};
 pub use status::{status_json, status_plain, status_tmux, Counts};
@@ -104,6 +105,7 @@ pub(crate) mod test_support {
             command: vec!["claude".into()],
             created_at: "2025-01-01T00:00:00Z".into(),
             ended_at: None,
+            last_output: None,
         }
     }
 }
