@@ -425,6 +425,18 @@ pub fn drive(
         // 6. End it the way a user does.
         let out = env.ok(["send", &id, spec.exit]);
         eprintln!("volee send {id} {}: {out}", spec.exit);
+        // Under load Gemini CLI 0.61.0 once answered `/quit` with SessionEnd then SessionStart and
+        // went on running (its relaunching parent started it again): a user types it again.
+        let waited = env.run(["wait", &id, "--until", "done", "--timeout", "20"]);
+        if !waited.status.success() {
+            eprintln!(
+                "{} did not end within 20 s of {}: sent again (state {})",
+                spec.display,
+                spec.exit,
+                env.agent(&id)["state"]
+            );
+            let _ = env.run(["send", &id, spec.exit]);
+        }
         assert_eq!(env.wait_state(&id, "done", 30), "done");
         let ended = env.agent(&id);
         assert_eq!(ended["exit_status"], spec.exit_status, "{ended}");

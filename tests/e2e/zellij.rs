@@ -35,16 +35,64 @@ pub fn zellij_binary() -> Option<PathBuf> {
 /// A zellij session `name`, attached in a window of the test's tmux, with isolated directories;
 /// the variables volee must pass on are added to the test's environment.
 pub fn start_zellij(env: &mut TestEnv, bin: &Path, name: &str) -> Vec<(String, String)> {
+    start_zellij_with(env, bin, name, None)
+}
+
+/// The release build of volee's zellij plugin (scripts/test builds it before the tests), or None
+/// (a failure under CI).
+pub fn plugin_wasm() -> Option<PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let candidates = [
+        target.join("wasm32-wasip1/release/volee_zellij_plugin.wasm"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../zellij-plugin/target/wasm32-wasip1/release/volee_zellij_plugin.wasm"),
+    ];
+    if let Some(found) = candidates.iter().find(|p| p.is_file()) {
+        return Some(std::fs::canonicalize(found).unwrap());
+    }
+    let why = "volee's zellij plugin is not built (cargo build --release --manifest-path zellij-plugin/Cargo.toml --target wasm32-wasip1)";
+    if std::env::var_os("CI").is_some() {
+        panic!("{why} (CI is set, so this fails)");
+    }
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+/// [`start_zellij`], with volee's plugin loaded in the background (`load_plugins`) and its
+/// permissions granted ahead (`permissions.kdl`, keyed by the bare path).
+pub fn start_zellij_with(
+    env: &mut TestEnv,
+    bin: &Path,
+    name: &str,
+    plugin: Option<&Path>,
+) -> Vec<(String, String)> {
     let root = env.root().join("zj");
     let dirs = ["s", "config", "cache", "data", "tmp"].map(|d| root.join(d));
     for d in &dirs {
         std::fs::create_dir_all(d).unwrap();
     }
-    std::fs::write(
-        dirs[1].join("config.kdl"),
-        "show_startup_tips false\nshow_release_notes false\nsession_serialization false\ndefault_shell \"sh\"\n",
-    )
-    .unwrap();
+    let mut config = "show_startup_tips false\nshow_release_notes false\nsession_serialization false\ndefault_shell \"sh\"\n".to_string();
+    if let Some(wasm) = plugin {
+        // A copy inside the test's world: the permissions are keyed by its path.
+        let copy = root.join("volee.wasm");
+        std::fs::copy(wasm, &copy).unwrap();
+        config.push_str(&format!(
+            "load_plugins {{\n    \"file:{}\"\n}}\n",
+            copy.display()
+        ));
+        std::fs::create_dir_all(dirs[2].join("zellij")).unwrap();
+        std::fs::write(
+            dirs[2].join("zellij/permissions.kdl"),
+            format!(
+                "\"{}\" {{\n    ReadApplicationState\n    ChangeApplicationState\n    ReadPaneContents\n    ReadCliPipes\n    RunCommands\n    OpenTerminalsOrPlugins\n}}\n",
+                copy.display()
+            ),
+        )
+        .unwrap();
+    }
+    std::fs::write(dirs[1].join("config.kdl"), config).unwrap();
     let vars: Vec<(String, String)> = [
         ("ZELLIJ_SOCKET_DIR", &dirs[0]),
         ("ZELLIJ_CONFIG_DIR", &dirs[1]),
@@ -399,5 +447,64 @@ fn a_harness_started_by_hand_in_zellij_is_discovered_in_its_tab() {
         Duration::from_secs(15),
         || (env.agent(&id)["state"] == "stopped").then_some(()),
         || env.agent(&id).to_string(),
+    );
+}
+
+#[test]
+fn with_the_plugin_a_bell_in_a_hidden_tab_needs_you() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    let Some(bin) = zellij_binary() else {
+        return;
+    };
+    let Some(wasm) = plugin_wasm() else {
+        return;
+    };
+    let vars = start_zellij_with(&mut env, &bin, "vp", Some(&wasm));
+    let _kill = KillSession {
+        bin: std::fs::canonicalize(&bin)
+            .or_else(|_| which(&bin))
+            .unwrap_or(bin.clone()),
+        name: "vp".into(),
+        vars,
+    };
+    // A rings its bell after a while; B, launched after it, takes the active tab.
+    let a = env.ok([
+        "launch",
+        "--host",
+        "zellij:vp",
+        "--name",
+        "ringer",
+        "--",
+        "sh",
+        "-c",
+        "echo ready; sleep 4; printf '\\a'; sleep 300",
+    ]);
+    env.ok([
+        "launch",
+        "--host",
+        "zellij:vp",
+        "--name",
+        "front",
+        "--",
+        "sleep",
+        "300",
+    ]);
+    // zellij reports a bell only for a tab that is not active, and only to a plugin.
+    let rang = wait_until(
+        "the bell in the hidden tab reaches needs_you",
+        Duration::from_secs(20),
+        || {
+            let agent = env.agent(&a);
+            (agent["state"] == "needs_you").then_some(agent)
+        },
+        || format!("{}\n{}", env.agent(&a), env.log_tail()),
+    );
+    assert_eq!(rang["evidence"], "bell", "{rang}");
+    assert!(
+        env.log_tail().contains("volee plugin"),
+        "the plugin's stream carried it: {}",
+        env.log_tail()
     );
 }

@@ -228,7 +228,14 @@ fn screen_decision(p: &PromptMatch) -> Decision {
 /// *after* the latest hook corrects it (Claude's Stop does not fire on Esc or API errors, Codex
 /// has no failure hook). Output activity alone never overrides a hook: TUIs redraw constantly.
 fn decide_hooked(signals: &Signals, hook: &HookSignal, source: StateSource) -> Decision {
-    let screen = signals.prompt.as_ref().filter(|p| p.at > hook.at);
+    // A newer screen corrects a turn boundary the hooks missed (Claude fires nothing on Esc or an
+    // API error) — but a screen that says `working` never ends one the hooks or the status file
+    // reported: spinners and titles linger for a moment after a turn ends (Qwen's after Stop,
+    // Gemini's "Working…" title after its permission notification), and every turn start has a
+    // hook of its own.
+    let screen = signals.prompt.as_ref().filter(|p| {
+        p.at > hook.at && !(p.state == AgentState::Working && hook.state != AgentState::Working)
+    });
     let bell = signals
         .last_bell
         .filter(|&b| b > hook.at && screen.is_none_or(|p| b > p.at));
@@ -538,6 +545,40 @@ mod tests {
         };
         assert_eq!(decide(&s, 0, 9000, &CFG).state, AgentState::Working);
         assert_eq!(decide(&s, 0, 9000, &CFG).source, StateSource::Screen);
+    }
+
+    #[test]
+    fn a_lingering_working_screen_never_ends_a_reported_turn_boundary() {
+        let cfg = ArbiterConfig::default();
+        let prompt = |at, state| {
+            Some(PromptMatch {
+                at,
+                rule: "x.spinner".into(),
+                text: String::new(),
+                state,
+            })
+        };
+        // Stop said idle; a spinner still on screen 600 ms later does not make it working.
+        let s = Signals {
+            hook: hook(5000, "Stop", AgentState::Idle),
+            prompt: prompt(5600, AgentState::Working),
+            ..Signals::default()
+        };
+        assert_eq!(decide(&s, 0, 6000, &cfg).state, AgentState::Idle);
+        // Nor after a permission notification.
+        let s = Signals {
+            hook: hook(5000, "Notification", AgentState::NeedsYou),
+            prompt: prompt(5600, AgentState::Working),
+            ..Signals::default()
+        };
+        assert_eq!(decide(&s, 0, 6000, &cfg).state, AgentState::NeedsYou);
+        // A newer idle screen still corrects a hook that said working (Esc fires no hook).
+        let s = Signals {
+            hook: hook(5000, "UserPromptSubmit", AgentState::Working),
+            prompt: prompt(5600, AgentState::Idle),
+            ..Signals::default()
+        };
+        assert_eq!(decide(&s, 0, 6000, &cfg).state, AgentState::Idle);
     }
 
     #[test]

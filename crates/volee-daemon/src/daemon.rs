@@ -1724,8 +1724,11 @@ impl Daemon {
             ControlEvent::Title { pane, title } => {
                 if let Some(id) = self.agent_by_pane(&key.socket, &pane) {
                     if let Some(a) = self.registry.get_mut(&id) {
-                        a.signals.title = Some((now, title));
-                        self.changed.insert(id.clone());
+                        // A title set again to the same text is no news: it keeps its age.
+                        if a.signals.title.as_ref().map(|(_, t)| t) != Some(&title) {
+                            a.signals.title = Some((now, title));
+                            self.changed.insert(id.clone());
+                        }
                     }
                     // A title is not output, but titles carry state (Codex's "[ ! ] Action
                     // Required"): read the screen and title rules, at most twice a second.

@@ -96,6 +96,14 @@ async fn stream_task(
     loop {
         match cli.spawn_stream() {
             Ok(mut child) => {
+                // zellij delivers the pipe to the plugins only with its first line of input;
+                // the rest of stdin stays open (and unwritten) for as long as the stream lives.
+                let mut stdin = child.stdin.take();
+                if let Some(input) = stdin.as_mut() {
+                    use tokio::io::AsyncWriteExt;
+                    let _ = input.write_all(b"volee\n").await;
+                    let _ = input.flush().await;
+                }
                 if let Some(stdout) = child.stdout.take() {
                     let mut lines = BufReader::new(stdout).lines();
                     while let Ok(Some(line)) = lines.next_line().await {
@@ -122,6 +130,7 @@ async fn stream_task(
                         }
                     }
                 }
+                drop(stdin);
                 let _ = child.kill().await;
                 plugin_alive.store(false, Ordering::SeqCst);
             }

@@ -1,0 +1,489 @@
+//! The plugin itself: zellij events and pipes in, protocol lines and the pane out.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use volee_protocol::zellij::{
+    PluginCommand, PluginEvent, ZellijPane, COMMAND_PIPE, MISMATCH_HINT, PIPE_VERSION, STREAM_PIPE,
+    VERSION_ARG,
+};
+use volee_protocol::AgentView;
+use volee_view::zellij::{launch_argv, screen_tail, Key as UiKey, Ui, UiAction};
+use zellij_tile::prelude::*;
+
+/// How often watched panes in hidden tabs are polled (zellij pushes nothing for them).
+const POLL_SECS: f64 = 0.5;
+/// How often the visible UI pane re-renders so the ages in it move, when nothing is polled.
+const UI_TICK_SECS: f64 = 1.0;
+/// Open stream pipes kept at most (the oldest is dropped first).
+const MAX_STREAMS: usize = 4;
+/// `RunCommandResult` context key marking our launch commands.
+const LAUNCH_CONTEXT: &str = "volee-launch";
+
+#[derive(Default)]
+pub struct VoleePlugin {
+    /// `None` until zellij answered the permission request.
+    permitted: Option<bool>,
+    plugin_id: u32,
+    cwd: PathBuf,
+    /// The `volee` binary the launch prompt runs (plugin configuration `volee_bin`).
+    volee_bin: String,
+    session: Option<String>,
+    /// Open stream pipes (ids of `zellij pipe --name volee-stream` CLIs).
+    streams: Vec<String>,
+    /// Terminal panes by tab position, as the last `PaneUpdate` (patched by polls) had them.
+    manifest: Vec<(usize, PaneInfo)>,
+    /// Tab position → (name, active).
+    tabs: BTreeMap<usize, (String, bool)>,
+    /// Tab position → its bell flag as last seen.
+    bells: BTreeMap<usize, bool>,
+    /// The last `Panes` list written (or that would have been, with no stream open).
+    sent_panes: Option<Vec<ZellijPane>>,
+    /// Last screen lines reported per watched pane.
+    screens: HashMap<u32, Vec<String>>,
+    /// From the daemon's `Agents`; `None` before the first one.
+    agents: Option<Vec<AgentView>>,
+    watch: BTreeSet<u32>,
+    timer_armed: bool,
+    /// A pane of ours is on screen (set by `render`, cleared by `Visible(false)`).
+    ui_visible: bool,
+    pane_named: bool,
+    ui: Ui,
+}
+
+impl ZellijPlugin for VoleePlugin {
+    fn load(&mut self, configuration: BTreeMap<String, String>) {
+        self.volee_bin = configuration
+            .get("volee_bin")
+            .cloned()
+            .unwrap_or_else(|| "volee".to_owned());
+        request_permission(&[
+            PermissionType::ReadApplicationState,
+            PermissionType::ChangeApplicationState,
+            PermissionType::ReadPaneContents,
+            PermissionType::ReadCliPipes,
+            PermissionType::RunCommands,
+            PermissionType::OpenTerminalsOrPlugins,
+        ]);
+        subscribe(&[
+            EventType::PermissionRequestResult,
+            EventType::PaneUpdate,
+            EventType::TabUpdate,
+            EventType::PaneRenderReport,
+            EventType::PaneClosed,
+            EventType::Timer,
+            EventType::Key,
+            EventType::Visible,
+            EventType::ModeUpdate,
+            EventType::RunCommandResult,
+        ]);
+    }
+
+    fn update(&mut self, event: Event) -> bool {
+        match event {
+            Event::PermissionRequestResult(status) => {
+                let granted = status == PermissionStatus::Granted;
+                self.permitted = Some(granted);
+                if granted {
+                    let ids = get_plugin_ids();
+                    self.plugin_id = ids.plugin_id;
+                    self.cwd = ids.initial_cwd;
+                    self.arm_timer();
+                }
+                true
+            }
+            Event::ModeUpdate(mode) => {
+                self.session = mode.session_name;
+                false
+            }
+            Event::PaneUpdate(manifest) => {
+                let mut panes: Vec<(usize, PaneInfo)> = manifest
+                    .panes
+                    .into_iter()
+                    .flat_map(|(tab, panes)| panes.into_iter().map(move |p| (tab, p)))
+                    .filter(|(_, p)| !p.is_plugin)
+                    .collect();
+                panes.sort_by_key(|(tab, p)| (*tab, p.id));
+                self.manifest = panes;
+                self.send_panes_if_changed();
+                self.arm_timer();
+                false
+            }
+            Event::TabUpdate(tabs) => {
+                self.tabs = tabs
+                    .iter()
+                    .map(|t| (t.position, (t.name.clone(), t.active)))
+                    .collect();
+                for tab in &tabs {
+                    let was = self
+                        .bells
+                        .insert(tab.position, tab.has_bell_notification)
+                        .unwrap_or(false);
+                    if tab.has_bell_notification && !was {
+                        let panes = self
+                            .manifest
+                            .iter()
+                            .filter(|(t, _)| *t == tab.position)
+                            .map(|(_, p)| p.id)
+                            .collect();
+                        self.emit(&PluginEvent::Bell {
+                            tab: tab.position,
+                            panes,
+                        });
+                    }
+                }
+                self.bells.retain(|pos, _| self.tabs.contains_key(pos));
+                self.send_panes_if_changed();
+                self.arm_timer();
+                false
+            }
+            Event::PaneRenderReport(report) => {
+                for (id, contents) in report {
+                    // Our own pane is in the report too: reacting to it would loop forever.
+                    let PaneId::Terminal(pane) = id else { continue };
+                    if self.watch.contains(&pane) {
+                        self.report_screen(pane, &contents.viewport);
+                    }
+                }
+                false
+            }
+            Event::PaneClosed(PaneId::Terminal(pane)) => {
+                self.screens.remove(&pane);
+                self.emit(&PluginEvent::Closed { pane });
+                false
+            }
+            Event::Timer(_) => {
+                self.timer_armed = false;
+                if self.permitted == Some(true) {
+                    self.poll_hidden();
+                }
+                self.arm_timer();
+                self.ui_visible
+            }
+            Event::Visible(visible) => {
+                self.ui_visible = visible;
+                self.arm_timer();
+                visible
+            }
+            Event::Key(key) => self.on_key(&key),
+            Event::RunCommandResult(exit, _stdout, stderr, context) => {
+                if !context.contains_key(LAUNCH_CONTEXT) {
+                    return false;
+                }
+                match exit {
+                    Some(0) => self.ui.set_message("launched"),
+                    _ => {
+                        let stderr = String::from_utf8_lossy(&stderr);
+                        let code = exit.map_or_else(|| "a signal".to_owned(), |c| c.to_string());
+                        self.ui
+                            .set_message(format!("launch failed ({code}): {}", stderr.trim()));
+                    }
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn pipe(&mut self, message: PipeMessage) -> bool {
+        let PipeSource::Cli(pipe_id) = &message.source else {
+            return false;
+        };
+        if message.name == STREAM_PIPE {
+            self.on_stream(pipe_id, &message);
+            false
+        } else if message.name == COMMAND_PIPE {
+            self.on_command(pipe_id, message.payload.as_deref())
+        } else {
+            false
+        }
+    }
+
+    fn render(&mut self, rows: usize, cols: usize) {
+        if !self.ui_visible {
+            // A render means a pane of ours is shown: keep the ages in it moving.
+            self.ui_visible = true;
+            self.arm_timer();
+        }
+        if !self.pane_named && self.permitted == Some(true) {
+            // Instead of the wasm's path in the frame.
+            rename_plugin_pane(self.plugin_id, "volee");
+            self.pane_named = true;
+        }
+        let notice = match self.permitted {
+            Some(true) => None,
+            Some(false) => Some(
+                "permissions not granted: volee needs them to see panes and talk to the daemon \
+                 (delete this plugin's entry in zellij's permissions.kdl and reload it)",
+            ),
+            None => Some("waiting for permissions (answer zellij's prompt in this pane)"),
+        };
+        let lines = self
+            .ui
+            .lines(self.agents.as_deref(), notice, rows, cols, now_secs(), true);
+        for line in lines {
+            println!("{line}");
+        }
+    }
+}
+
+impl VoleePlugin {
+    /// Writes one event line to every open stream.
+    fn emit(&self, event: &PluginEvent) {
+        if self.streams.is_empty() {
+            return;
+        }
+        let Ok(mut line) = serde_json::to_string(event) else {
+            return;
+        };
+        line.push('\n');
+        for pipe in &self.streams {
+            cli_pipe_output(pipe, &line);
+        }
+    }
+
+    fn panes(&self) -> Vec<ZellijPane> {
+        self.manifest
+            .iter()
+            .map(|(tab, p)| {
+                let (tab_name, tab_active) = self.tabs.get(tab).cloned().unwrap_or_default();
+                ZellijPane {
+                    id: p.id,
+                    tab: *tab,
+                    tab_name,
+                    title: p.title.clone(),
+                    exited: p.exited,
+                    exit_status: p.exit_status,
+                    is_focused: p.is_focused,
+                    tab_active,
+                    terminal_command: p.terminal_command.clone(),
+                }
+            })
+            .collect()
+    }
+
+    fn send_panes_if_changed(&mut self) {
+        let panes = self.panes();
+        if self.sent_panes.as_ref() != Some(&panes) {
+            self.emit(&PluginEvent::Panes {
+                panes: panes.clone(),
+            });
+            self.sent_panes = Some(panes);
+        }
+    }
+
+    fn report_screen(&mut self, pane: u32, viewport: &[String]) {
+        let lines = screen_tail(viewport);
+        if self.screens.get(&pane) != Some(&lines) {
+            self.emit(&PluginEvent::Screen {
+                pane,
+                lines: lines.clone(),
+            });
+            self.screens.insert(pane, lines);
+        }
+    }
+
+    /// Watched panes in tabs that are not active: zellij pushes no render or title for them.
+    fn hidden_watched(&self) -> Vec<u32> {
+        self.manifest
+            .iter()
+            .filter(|(tab, p)| {
+                self.watch.contains(&p.id) && !self.tabs.get(tab).is_some_and(|(_, active)| *active)
+            })
+            .map(|(_, p)| p.id)
+            .collect()
+    }
+
+    /// One timer at a time: fast while watched panes sit in hidden tabs, slow while only the UI
+    /// pane's ages need refreshing, none otherwise (an idle background plugin costs nothing).
+    fn arm_timer(&mut self) {
+        if self.timer_armed || self.permitted != Some(true) {
+            return;
+        }
+        let secs = if !self.hidden_watched().is_empty() {
+            POLL_SECS
+        } else if self.ui_visible {
+            UI_TICK_SECS
+        } else {
+            return;
+        };
+        set_timeout(secs);
+        self.timer_armed = true;
+    }
+
+    fn poll_hidden(&mut self) {
+        for pane in self.hidden_watched() {
+            if let Some(info) = get_pane_info(PaneId::Terminal(pane)) {
+                if let Some((_, known)) = self.manifest.iter_mut().find(|(_, p)| p.id == pane) {
+                    known.title = info.title;
+                    known.exited = info.exited;
+                    known.exit_status = info.exit_status;
+                    // Not `is_focused`: `get_pane_info` reports it for the caller's client and
+                    // would flip against `PaneUpdate`'s value on every poll.
+                }
+            }
+            if let Ok(contents) = get_pane_scrollback(PaneId::Terminal(pane), false) {
+                self.report_screen(pane, &contents.viewport);
+            }
+        }
+        self.send_panes_if_changed();
+    }
+
+    fn on_stream(&mut self, pipe_id: &str, message: &PipeMessage) {
+        if message.payload.is_none() {
+            // The end of the pipe: its reader went away.
+            self.streams.retain(|p| p != pipe_id);
+            eprintln!("volee: stream {pipe_id} ended");
+            return;
+        }
+        let daemon_version = message
+            .args
+            .get(VERSION_ARG)
+            .and_then(|v| v.trim().parse::<u32>().ok());
+        if daemon_version != Some(PIPE_VERSION) {
+            let event = PluginEvent::Mismatch {
+                plugin_version: PIPE_VERSION,
+                daemon_version: daemon_version.unwrap_or(0),
+                hint: MISMATCH_HINT.to_owned(),
+            };
+            if let Ok(line) = serde_json::to_string(&event) {
+                cli_pipe_output(pipe_id, &format!("{line}\n"));
+            }
+            unblock_cli_pipe_input(pipe_id);
+            return;
+        }
+        // Keep the CLI waiting, so it prints every later line as it comes.
+        block_cli_pipe_input(pipe_id);
+        if !self.streams.iter().any(|p| p == pipe_id) {
+            // zellij gives no error for output to a pipe whose reader died without an end
+            // message: keep only the newest few, one daemon needs one.
+            if self.streams.len() >= MAX_STREAMS {
+                self.streams.remove(0);
+            }
+            self.streams.push(pipe_id.to_owned());
+            eprintln!("volee: stream {pipe_id} opened");
+        }
+        let hello = PluginEvent::Hello {
+            version: PIPE_VERSION,
+            plugin_version: env!("CARGO_PKG_VERSION").to_owned(),
+            plugin_id: self.plugin_id,
+        };
+        let panes = PluginEvent::Panes {
+            panes: self.panes(),
+        };
+        let mut text = String::new();
+        for event in [hello, panes] {
+            if let Ok(line) = serde_json::to_string(&event) {
+                text.push_str(&line);
+                text.push('\n');
+            }
+        }
+        cli_pipe_output(pipe_id, &text);
+        self.sent_panes = Some(self.panes());
+    }
+
+    /// A one-shot command from the daemon; answers `ok` or a mismatch, then releases the CLI.
+    fn on_command(&mut self, pipe_id: &str, payload: Option<&str>) -> bool {
+        let Some(payload) = payload else {
+            unblock_cli_pipe_input(pipe_id);
+            return false;
+        };
+        let (reply, rerender) = self.command(payload);
+        cli_pipe_output(pipe_id, &format!("{reply}\n"));
+        unblock_cli_pipe_input(pipe_id);
+        rerender
+    }
+
+    fn command(&mut self, payload: &str) -> (String, bool) {
+        // Read the version first: a newer daemon's command may not parse at all.
+        let version = serde_json::from_str::<serde_json::Value>(payload)
+            .ok()
+            .and_then(|v| v.get("version").and_then(serde_json::Value::as_u64));
+        if version != Some(u64::from(PIPE_VERSION)) {
+            let event = PluginEvent::Mismatch {
+                plugin_version: PIPE_VERSION,
+                daemon_version: version.and_then(|v| u32::try_from(v).ok()).unwrap_or(0),
+                hint: MISMATCH_HINT.to_owned(),
+            };
+            return (serde_json::to_string(&event).unwrap_or_default(), false);
+        }
+        match serde_json::from_str::<PluginCommand>(payload) {
+            Ok(PluginCommand::Agents { agents, watch, .. }) => {
+                let watch: BTreeSet<u32> = watch.into_iter().collect();
+                let added: Vec<u32> = watch.difference(&self.watch).copied().collect();
+                self.screens.retain(|pane, _| watch.contains(pane));
+                self.watch = watch;
+                self.agents = Some(agents);
+                // A newly watched pane's current screen, without waiting for it to change.
+                if self.permitted == Some(true) {
+                    for pane in added {
+                        if let Ok(contents) = get_pane_scrollback(PaneId::Terminal(pane), false) {
+                            self.report_screen(pane, &contents.viewport);
+                        }
+                    }
+                }
+                self.arm_timer();
+                ("ok".to_owned(), true)
+            }
+            Ok(PluginCommand::Focus { pane, .. }) => {
+                focus_terminal_pane(pane, false, false);
+                ("ok".to_owned(), false)
+            }
+            Err(err) => (format!("error: {err}"), false),
+        }
+    }
+
+    fn on_key(&mut self, key: &KeyWithModifier) -> bool {
+        let Some(key) = ui_key(key) else {
+            return false;
+        };
+        let agents = self.agents.clone().unwrap_or_default();
+        let watch: Vec<u32> = self.watch.iter().copied().collect();
+        match self.ui.key(key, &agents, &watch) {
+            Some(UiAction::Focus { pane }) => focus_terminal_pane(pane, false, false),
+            Some(UiAction::Launch { harness, text }) => self.launch(harness, &text),
+            Some(UiAction::Close) => hide_self(),
+            None => {}
+        }
+        true
+    }
+
+    fn launch(&mut self, harness: &str, text: &str) {
+        let argv = launch_argv(&self.volee_bin, harness, text);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let mut env = BTreeMap::new();
+        if let Some(session) = &self.session {
+            env.insert("ZELLIJ_SESSION_NAME".to_owned(), session.clone());
+        }
+        let context = BTreeMap::from([(LAUNCH_CONTEXT.to_owned(), harness.to_owned())]);
+        run_command_with_env_variables_and_cwd(&argv, env, self.cwd.clone(), context);
+    }
+}
+
+/// zellij's key as the UI's; keys with Ctrl, Alt or Super are not ours.
+fn ui_key(key: &KeyWithModifier) -> Option<UiKey> {
+    let modified = key
+        .key_modifiers
+        .iter()
+        .any(|m| !matches!(m, KeyModifier::Shift));
+    if modified {
+        return None;
+    }
+    Some(match key.bare_key {
+        BareKey::Up => UiKey::Up,
+        BareKey::Down => UiKey::Down,
+        BareKey::Enter => UiKey::Enter,
+        BareKey::Esc => UiKey::Esc,
+        BareKey::Backspace => UiKey::Backspace,
+        BareKey::Char(c) => UiKey::Char(c),
+        _ => return None,
+    })
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
