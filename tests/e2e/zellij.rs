@@ -156,20 +156,46 @@ fn which(bin: &Path) -> std::io::Result<PathBuf> {
         .ok_or_else(|| std::io::Error::other("not on PATH"))
 }
 
-/// Ends the zellij session (its server and panes) when the test ends, however it ends.
+/// A test's zellij session: runs zellij commands against it, and ends it (its server and panes)
+/// when the test ends, however it ends.
 struct KillSession {
     bin: PathBuf,
     name: String,
     vars: Vec<(String, String)>,
 }
 
-impl Drop for KillSession {
-    fn drop(&mut self) {
+impl KillSession {
+    fn new(bin: &Path, name: &str, vars: Vec<(String, String)>) -> KillSession {
+        KillSession {
+            bin: std::fs::canonicalize(bin)
+                .or_else(|_| which(bin))
+                .unwrap_or(bin.to_path_buf()),
+            name: name.into(),
+            vars,
+        }
+    }
+
+    fn command(&self) -> std::process::Command {
         let mut cmd = std::process::Command::new(&self.bin);
         for (k, v) in &self.vars {
             cmd.env(k, v);
         }
-        let _ = cmd.args(["kill-session", &self.name]).output();
+        cmd
+    }
+
+    /// `zellij --session NAME ARGS…`.
+    fn zellij(&self, args: &[&str]) -> std::process::Output {
+        self.command()
+            .args(["--session", &self.name])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for KillSession {
+    fn drop(&mut self) {
+        let _ = self.command().args(["kill-session", &self.name]).output();
     }
 }
 
@@ -182,11 +208,7 @@ fn a_generic_agent_in_a_zellij_tab_goes_through_its_states() {
         return;
     };
     let vars = start_zellij(&mut env, &bin, "vz");
-    let _kill = KillSession {
-        bin: bin.clone(),
-        name: "vz".into(),
-        vars,
-    };
+    let _kill = KillSession::new(&bin, "vz", vars);
     let id = env.ok([
         "launch",
         "--host",
@@ -261,11 +283,7 @@ fn a_generic_agent_in_a_zellij_tab_goes_through_its_states() {
     let zellij = |args: &[&str]| {
         let mut out = None;
         for _ in 0..20 {
-            let mut cmd = std::process::Command::new(&_kill.bin);
-            for (k, v) in &_kill.vars {
-                cmd.env(k, v);
-            }
-            let o = cmd.args(["--session", "vz"]).args(args).output().unwrap();
+            let o = _kill.zellij(args);
             let empty = o.stdout.is_empty();
             out = Some(o);
             if !empty || args.get(1) == Some(&"go-to-tab") {
@@ -363,13 +381,7 @@ fn a_harness_started_by_hand_in_zellij_is_discovered_in_its_tab() {
     )
     .unwrap();
     let vars = start_zellij(&mut env, &bin, "vd");
-    let kill = KillSession {
-        bin: std::fs::canonicalize(&bin)
-            .or_else(|_| which(&bin))
-            .unwrap_or(bin.clone()),
-        name: "vd".into(),
-        vars,
-    };
+    let kill = KillSession::new(&bin, "vd", vars);
     // A program whose process is called `claude`, typed into a tab the user opened.
     let fake = env.root().join("fakebin/claude");
     std::fs::create_dir_all(fake.parent().unwrap()).unwrap();
@@ -379,23 +391,8 @@ fn a_harness_started_by_hand_in_zellij_is_discovered_in_its_tab() {
     )
     .unwrap();
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut cmd = std::process::Command::new(&kill.bin);
-    for (k, v) in &kill.vars {
-        cmd.env(k, v);
-    }
-    let out = cmd
-        .args([
-            "--session",
-            "vd",
-            "action",
-            "new-tab",
-            "--name",
-            "mine",
-            "--",
-        ])
-        .arg(&fake)
-        .output()
-        .unwrap();
+    let fake_path = fake.display().to_string();
+    let out = kill.zellij(&["action", "new-tab", "--name", "mine", "--", &fake_path]);
     assert!(
         out.status.success(),
         "{}",
@@ -425,21 +422,8 @@ fn a_harness_started_by_hand_in_zellij_is_discovered_in_its_tab() {
     let id = found["id"].as_str().unwrap().to_string();
     // Its pane is watched: closing it ends the agent.
     let pane = found["host"]["pane"].as_str().unwrap().to_string();
-    let mut cmd = std::process::Command::new(&kill.bin);
-    for (k, v) in &kill.vars {
-        cmd.env(k, v);
-    }
-    assert!(cmd
-        .args([
-            "--session",
-            "vd",
-            "action",
-            "close-pane",
-            "--pane-id",
-            &pane
-        ])
-        .output()
-        .unwrap()
+    assert!(kill
+        .zellij(&["action", "close-pane", "--pane-id", &pane])
         .status
         .success());
     wait_until(
@@ -462,13 +446,7 @@ fn with_the_plugin_a_bell_in_a_hidden_tab_needs_you() {
         return;
     };
     let vars = start_zellij_with(&mut env, &bin, "vp", Some(&wasm));
-    let _kill = KillSession {
-        bin: std::fs::canonicalize(&bin)
-            .or_else(|_| which(&bin))
-            .unwrap_or(bin.clone()),
-        name: "vp".into(),
-        vars,
-    };
+    let _kill = KillSession::new(&bin, "vp", vars);
     // A rings its bell after a while; B, launched after it, takes the active tab.
     let a = env.ok([
         "launch",

@@ -2828,21 +2828,23 @@ impl Daemon {
         Response::Agent { agent: before }
     }
 
+    /// The interrupt key of an agent's profile (tmux syntax).
+    fn interrupt_key(&self, id: &str) -> &'static str {
+        self.registry
+            .get(id)
+            .and_then(|a| volee_harness::profile(&a.harness))
+            .map(|p| p.input.interrupt_key)
+            .unwrap_or("C-c")
+    }
+
     async fn interrupt(&mut self, query: &str) -> Response {
         if let Some(found) = self.live_zellij(query) {
             let (id, cli, pane) = match found {
                 Ok(x) => x,
                 Err(resp) => return *resp,
             };
-            let harness = self
-                .registry
-                .get(&id)
-                .map(|a| a.harness.clone())
-                .unwrap_or_default();
-            let key = volee_harness::profile(&harness)
-                .map(|p| p.input.interrupt_key)
-                .unwrap_or("C-c");
-            return match cli.send_keys(pane, &zellij_key(key)).await {
+            let key = zellij_key(self.interrupt_key(&id));
+            return match cli.send_keys(pane, &key).await {
                 Ok(()) => Response::Ok,
                 Err(e) => zellij_error_response(&e),
             };
@@ -2851,14 +2853,7 @@ impl Daemon {
             Ok(x) => x,
             Err(resp) => return *resp,
         };
-        let harness = self
-            .registry
-            .get(&id)
-            .map(|a| a.harness.clone())
-            .unwrap_or_default();
-        let key = volee_harness::profile(&harness)
-            .map(|p| p.input.interrupt_key)
-            .unwrap_or("C-c");
+        let key = self.interrupt_key(&id);
         match self
             .tmux_command(&id, &["send-keys", "-t", &pane, key])
             .await
