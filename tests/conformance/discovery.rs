@@ -363,7 +363,8 @@ fn a_codex_cli_started_by_hand_is_discovered_with_its_session() {
                 "the TUI holds its rollout file: volee should read the id from it"
             );
         },
-        needs_you_sources: &["screen", "title"],
+        // The app-server's `active[waitingOnApproval]`, or the screen, whichever is first.
+        needs_you_sources: &["listing", "screen", "title"],
     };
     discover(&env, &bin_dir, &case);
 }
