@@ -82,6 +82,28 @@ pub(crate) fn seed_home(home: &Path, work: &Path, hook_log: &Path) -> (Value, Va
     (state, settings)
 }
 
+/// The environment a Claude Code test launches with: the pinned program first on PATH, the
+/// scripted model server and its key, Claude's scratch files under `claude_tmp`, no
+/// non-essential traffic (the same program behaves the same with or without a network).
+pub(crate) fn claude_env(
+    env: &mut TestEnv,
+    bin_dir: &Path,
+    server: &ModelServer,
+    claude_tmp: &Path,
+) {
+    std::fs::create_dir_all(claude_tmp).unwrap();
+    env.extra_env.extend(
+        [
+            ("PATH", crate::path_with(bin_dir)),
+            ("ANTHROPIC_BASE_URL", server.base_url()),
+            ("ANTHROPIC_API_KEY", API_KEY.to_string()),
+            ("CLAUDE_CODE_TMPDIR", claude_tmp.display().to_string()),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_string()),
+        ]
+        .map(|(k, v)| (k.to_string(), v)),
+    );
+}
+
 #[test]
 fn claude_code_asks_permission_and_finishes_its_turn() {
     let _serial = crate::serial();
@@ -113,31 +135,16 @@ fn claude_code_asks_permission_and_finishes_its_turn() {
     // A model takes a moment to answer: long enough to see the hook-driven working state.
     server.set_main_delay(Duration::from_millis(1000));
 
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    env.extra_env.extend(
-        [
-            ("PATH", path.as_str()),
-            ("ANTHROPIC_BASE_URL", server.base_url().as_str()),
-            ("ANTHROPIC_API_KEY", API_KEY),
-            // Its sockets and scratch files (default /tmp/cc-socks, /tmp/claude-UID) stay ours.
-            ("CLAUDE_CODE_TMPDIR", &claude_tmp.display().to_string()),
-            // No telemetry, feature-flag fetches or marketplace installs: the same program
-            // behaves the same with or without a network.
-            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
-        ]
-        .map(|(k, v)| (k.to_string(), v.to_string())),
-    );
+    claude_env(&mut env, &bin_dir, &server, &claude_tmp);
     let spec = Spec {
         harness: "claude",
         display: "Claude Code",
         version_line: format!("{} (Claude Code)", pinned.version),
         prompt: "Run the touch command to create the marker file.",
         // The model is still "thinking": the first hook-driven state volee shows.
-        first_working: &["hook UserPromptSubmit"],
+        // The prompt's hook, or — when the listing or screen spoke between it and the watcher's
+        // next poll on a loaded machine — the tool's.
+        first_working: &["hook UserPromptSubmit", "hook PreToolUse"],
         needs_you: &[
             "hook PermissionRequest",
             "hook Notification",

@@ -14,7 +14,6 @@
 //! The daemon outlives the TUI: the test stops it (`codex app-server daemon stop`) and kills any
 //! leftover process of the throwaway HOME.
 
-use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
@@ -25,7 +24,7 @@ use serde_json::json;
 use volee_test_support::model_server::{Kind, ModelServer, Turn};
 use volee_test_support::{require, TestEnv};
 
-use crate::common::{cmdline_mentions, seen_by_watcher, transient_blips, Diagnostics};
+use crate::common::{cmdline_mentions, seen_by_watcher, Diagnostics};
 use crate::Observed;
 
 pub(crate) const API_KEY: &str = "test-key";
@@ -160,11 +159,7 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
         home: home.clone(),
     };
 
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = crate::path_with(&bin_dir);
     env.extra_env.extend(
         [
             ("PATH", path.as_str()),
@@ -177,17 +172,15 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
     let started = Instant::now();
     let timeline = Mutex::new(Vec::<Observed>::new());
     let is_harness = |pid: i32| cmdline_mentions(pid, "codex");
-    let diag = Diagnostics {
-        harness: "codex",
-        is_harness: &is_harness,
-        env: &env,
-        server: &server,
-        hook_log: &no_hooks,
-        timeline: &timeline,
+    let diag = Diagnostics::new(
+        "codex",
+        &is_harness,
+        &env,
+        &server,
+        &no_hooks,
+        &timeline,
         started,
-        id: RefCell::new(None),
-        pid: Cell::new(None),
-    };
+    );
     let stop_watching = AtomicBool::new(false);
     let env = &env;
 
@@ -203,9 +196,7 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
             "conformance",
             "Touch the conformance marker file.",
         ]);
-        *diag.id.borrow_mut() = Some(id.clone());
-        let launched = env.agent(&id);
-        diag.pid.set(launched["pid"].as_u64().map(|p| p as i32));
+        let launched = diag.track(&id);
         let (stop_ref, timeline_ref, watch_id) = (&stop_watching, &timeline, id.clone());
         let watcher =
             scope.spawn(move || crate::watch_states(env, &watch_id, stop_ref, timeline_ref));
@@ -308,29 +299,16 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
         let seen = timeline.lock().unwrap().clone();
         // Before the model's first answer only output activity speaks: Codex may be silent for
         // longer than the working window while it starts (idle (silence) → working (output)).
-        let first_rule = seen
-            .iter()
-            .position(|o| o.source != "multiplexer")
-            .expect("a state from the screen rules");
-        for o in &seen[..first_rule] {
-            assert!(
-                o.state == "working" || o.state == "idle",
-                "before any rule: {o:?}"
-            );
-        }
         // After `/quit` is typed the echo and the exit race each other: only the end state counts.
         let upto = seen
             .iter()
             .position(|o| o.at >= quit_at)
-            .unwrap_or(seen.len())
-            .max(first_rule);
-        let (kept, blips) = transient_blips(&seen[first_rule..upto]);
-        let mut states: Vec<&str> = Vec::new();
-        for o in kept.iter().filter(|o| o.at < quit_at) {
-            if states.last() != Some(&o.state.as_str()) {
-                states.push(&o.state);
-            }
-        }
+            .unwrap_or(seen.len());
+        let (states, blips) = crate::common::states_from(
+            &seen[..upto],
+            |o| o.source != "multiplexer",
+            "any rule (before the model's first answer only output activity speaks: Codex may be silent for longer than the working window while it starts)",
+        );
         let last = seen.last().map(|o| o.state.as_str());
         let (stopped, leftovers) = _cleanup.stop();
         eprintln!("\n==== Codex CLI {version} through volee ====");
@@ -338,13 +316,7 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
         eprintln!("launch command: {command}");
         eprintln!("session id volee holds: {session:?}");
         eprintln!("model server:\n{}", server.summary());
-        eprintln!(
-            "volee ls --all --json, {polls} polls, one every {:.1} ms:",
-            polling.as_secs_f64() * 1000.0 / polls.max(1) as f64
-        );
-        for o in &seen {
-            eprintln!("  {}", o.line(started));
-        }
+        crate::common::print_timeline(&seen, started, polls, polling);
         eprintln!(
             "tool call answered → needs_you in volee ls: {:.0} ms ({} {})",
             tool_to_needs_you.as_secs_f64() * 1000.0,
@@ -361,7 +333,7 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
         // The screen may say working (its "Working (0s …)" line) before the approval prompt.
         let from_prompt: Vec<&str> = states
             .iter()
-            .copied()
+            .map(String::as_str)
             .skip_while(|s| *s == "working")
             .collect();
         assert_eq!(

@@ -96,6 +96,51 @@ pub fn stays_idle(
     );
 }
 
+/// The states in order, repeats collapsed.
+pub fn collapse<'a>(seen: impl IntoIterator<Item = &'a Observed>) -> Vec<String> {
+    let mut states: Vec<String> = Vec::new();
+    for o in seen {
+        if states.last() != Some(&o.state) {
+            states.push(o.state.clone());
+        }
+    }
+    states
+}
+
+/// From the first observation `first` accepts on: the state sequence (repeats collapsed) and the
+/// secondary-source blips split off it ([`transient_blips`]). Before it only output activity may
+/// have spoken while the harness started: working or idle (`what` names that source for the
+/// message).
+pub fn states_from(
+    seen: &[Observed],
+    first: impl Fn(&Observed) -> bool,
+    what: &str,
+) -> (Vec<String>, Vec<String>) {
+    let start = seen
+        .iter()
+        .position(first)
+        .unwrap_or_else(|| panic!("no state from {what}: {seen:#?}"));
+    for o in &seen[..start] {
+        assert!(
+            o.state == "working" || o.state == "idle",
+            "before {what}: {o:?}"
+        );
+    }
+    let (kept, blips) = transient_blips(&seen[start..]);
+    (collapse(&kept), blips)
+}
+
+/// The watcher's timeline, for the report.
+pub fn print_timeline(seen: &[Observed], started: Instant, polls: usize, polling: Duration) {
+    eprintln!(
+        "volee ls --all --json, {polls} polls, one every {:.1} ms:",
+        polling.as_secs_f64() * 1000.0 / polls.max(1) as f64
+    );
+    for o in seen {
+        eprintln!("  {}", o.line(started));
+    }
+}
+
 /// Splits off short-lived states from a secondary source (screen, listing) that interrupt a run of
 /// one state and give way to it again within a second: e.g. `idle (hook Stop)` → `working (rule
 /// claude.working-footer)` 5 ms later → `idle (rule claude.idle-footer)`. Such a blip was a real
@@ -156,6 +201,39 @@ pub struct Diagnostics<'a> {
     pub started: Instant,
     pub id: RefCell<Option<String>>,
     pub pid: Cell<Option<i32>>,
+}
+
+impl<'a> Diagnostics<'a> {
+    /// Diagnostics for a test of `harness` that has launched nothing yet.
+    pub fn new(
+        harness: &'static str,
+        is_harness: &'a dyn Fn(i32) -> bool,
+        env: &'a TestEnv,
+        server: &'a ModelServer,
+        hook_log: &'a Path,
+        timeline: &'a Mutex<Vec<Observed>>,
+        started: Instant,
+    ) -> Diagnostics<'a> {
+        Diagnostics {
+            harness,
+            is_harness,
+            env,
+            server,
+            hook_log,
+            timeline,
+            started,
+            id: RefCell::new(None),
+            pid: Cell::new(None),
+        }
+    }
+
+    /// Follow agent `id` (just launched): its record, whose pid the report and the cleanup use.
+    pub fn track(&self, id: &str) -> serde_json::Value {
+        *self.id.borrow_mut() = Some(id.to_string());
+        let launched = self.env.agent(id);
+        self.pid.set(launched["pid"].as_u64().map(|p| p as i32));
+        launched
+    }
 }
 
 impl Drop for Diagnostics<'_> {
@@ -269,17 +347,15 @@ pub fn drive(
     use std::sync::atomic::AtomicBool;
     let started = Instant::now();
     let timeline = Mutex::new(Vec::<Observed>::new());
-    let diag = Diagnostics {
-        harness: spec.harness,
+    let diag = Diagnostics::new(
+        spec.harness,
         is_harness,
         env,
         server,
         hook_log,
-        timeline: &timeline,
+        &timeline,
         started,
-        id: RefCell::new(None),
-        pid: Cell::new(None),
-    };
+    );
     let stop_watching = AtomicBool::new(false);
 
     std::thread::scope(|scope| {
@@ -294,9 +370,7 @@ pub fn drive(
             "conformance",
             spec.prompt,
         ]);
-        *diag.id.borrow_mut() = Some(id.clone());
-        let launched = env.agent(&id);
-        diag.pid.set(launched["pid"].as_u64().map(|p| p as i32));
+        let launched = diag.track(&id);
         let (stop_ref, timeline_ref, watch_id) = (&stop_watching, &timeline, id.clone());
         let watcher =
             scope.spawn(move || crate::watch_states(env, &watch_id, stop_ref, timeline_ref));
@@ -436,6 +510,25 @@ pub fn drive(
                 env.agent(&id)["state"]
             );
             let _ = env.run(["send", &id, spec.exit]);
+            // In one CI run Gemini answered the second `/quit` the same way: its screen came back
+            // empty, as after a relaunch. A user then presses Ctrl-C twice, its other way out.
+            let again = env.run(["wait", &id, "--until", "done", "--timeout", "15"]);
+            if !again.status.success() {
+                let pane = view["host"]["pane"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                eprintln!(
+                    "{} did not end after {} twice (processes: {}): Ctrl-C twice",
+                    spec.display,
+                    spec.exit,
+                    process_tree(view["pid"].as_i64().unwrap_or(0) as i32)
+                );
+                for _ in 0..2 {
+                    env.tmux(&["send-keys", "-t", &pane, "C-c"]);
+                    std::thread::sleep(Duration::from_millis(400));
+                }
+            }
         }
         assert_eq!(env.wait_state(&id, "done", 30), "done");
         let ended = env.agent(&id);
@@ -458,23 +551,7 @@ pub fn drive(
         let (polls, polling) = watcher.join().unwrap();
 
         let seen = timeline.lock().unwrap().clone();
-        let first_hook = seen
-            .iter()
-            .position(|o| o.source == "hooks")
-            .expect("a hook-driven state");
-        for o in &seen[..first_hook] {
-            assert!(
-                o.state == "working" || o.state == "idle",
-                "before any hook: {o:?}"
-            );
-        }
-        let (kept, blips) = transient_blips(&seen[first_hook..]);
-        let mut states: Vec<&str> = Vec::new();
-        for o in &kept {
-            if states.last() != Some(&o.state.as_str()) {
-                states.push(&o.state);
-            }
-        }
+        let (states, blips) = states_from(&seen, |o| o.source == "hooks", "any hook");
         let events: Vec<String> = hook_payloads(hook_log).iter().map(event_line).collect();
         eprintln!(
             "\n==== {} {} through volee ====",
@@ -488,13 +565,7 @@ pub fn drive(
         eprintln!("model server:\n{}", server.summary());
         let header_names: Vec<&str> = mains[0].headers.iter().map(|(k, _)| k.as_str()).collect();
         eprintln!("first main request's headers: {}", header_names.join(", "));
-        eprintln!(
-            "volee ls --all --json, {polls} polls, one every {:.1} ms:",
-            polling.as_secs_f64() * 1000.0 / polls.max(1) as f64
-        );
-        for o in &seen {
-            eprintln!("  {}", o.line(started));
-        }
+        print_timeline(&seen, started, polls, polling);
         eprintln!(
             "tool call answered → needs_you in volee ls: {:.0} ms",
             tool_to_needs_you.as_secs_f64() * 1000.0
@@ -556,4 +627,41 @@ pub fn drive(
         }
     });
     drop(diag);
+}
+
+/// `pid` and its descendants as `pid:comm(args…)`, for diagnostics (a relaunched child shows
+/// as a new pid under the same parent).
+pub fn process_tree(pid: i32) -> String {
+    let mut parents: Vec<(i32, i32)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Ok(p) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
+            // The ppid is the second field after the parenthesised comm.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|s| s.parse::<i32>().ok());
+            if let Some(ppid) = ppid {
+                parents.push((p, ppid));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut queue = vec![pid];
+    while let Some(p) = queue.pop() {
+        let args = std::fs::read(format!("/proc/{p}/cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .unwrap_or_default();
+        out.push(format!(
+            "{p}:{}",
+            args.chars().take(80).collect::<String>().trim()
+        ));
+        queue.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+    }
+    out.join(", ")
 }

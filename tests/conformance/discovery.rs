@@ -49,11 +49,7 @@ fn discover(env: &TestEnv, bin_dir: &Path, case: &Case) {
     .unwrap();
     // The daemon reads its config at start: start it now, with discovery on.
     env.ok(["ls"]);
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = crate::path_with(bin_dir);
     let mut args: Vec<String> = ["new-window", "-d", "-P", "-F", "#{pane_id}", "-t", "main:"]
         .map(String::from)
         .to_vec();
@@ -100,7 +96,17 @@ fn discover(env: &TestEnv, bin_dir: &Path, case: &Case) {
     );
     let found_after = started.elapsed();
     let id = agent["id"].as_str().unwrap().to_string();
-    assert_eq!(agent["profile_fit"], "measured", "{agent}");
+    // Its version is asked off the daemon's loop (generic rules until it answers).
+    let versioned = wait_until(
+        "the discovered agent's version",
+        Duration::from_secs(30),
+        || {
+            let a = env.agent(&id);
+            (a["profile_fit"] == "measured").then_some(a)
+        },
+        || env.agent(&id).to_string(),
+    );
+    assert_eq!(versioned["profile_fit"], "measured", "{versioned}");
     assert_eq!(agent["host"]["kind"], "tmux", "{agent}");
 
     // The permission prompt of the model's first turn, seen without hooks.
@@ -365,6 +371,84 @@ fn a_codex_cli_started_by_hand_is_discovered_with_its_session() {
         },
         // The app-server's `active[waitingOnApproval]`, or the screen, whichever is first.
         needs_you_sources: &["listing", "screen", "title"],
+    };
+    discover(&env, &bin_dir, &case);
+}
+
+/// GitHub Copilot CLI, typed by the user as `copilot -i PROMPT` with its state in a
+/// `COPILOT_HOME` of its own: volee finds the native process (the `node` loader is its wrapper),
+/// reads the session id from the `inuse.<pid>.hold` it holds open (the same id as its
+/// `session-state/<id>/inuse.<pid>.lock`), and sees the permission dialog on the screen (no volee
+/// Copilot agent lives, so volee's hooks file is not there).
+#[test]
+fn a_copilot_cli_started_by_hand_is_discovered_with_its_session() {
+    let Some((_serial, _bin_dir, env, work)) = world("copilot") else {
+        return;
+    };
+    let Some((bin_dir, _)) = crate::copilot::installed() else {
+        return;
+    };
+    let hook_log = env.root().join("hook-payloads");
+    std::fs::create_dir_all(&hook_log).unwrap();
+    let copilot_home = env.root().join("copilot-home");
+    crate::copilot::seed_home(&copilot_home, &work, &hook_log);
+    crate::copilot::warm_package_cache(&bin_dir.join("copilot"), &env.home());
+    let server = ModelServer::start(vec![
+        Turn::tool(
+            "bash",
+            json!({
+                "command": format!("touch {}", work.join("discovered").display()),
+                "description": "Create a marker file"
+            }),
+        ),
+        Turn::text("done"),
+    ]);
+    let state = copilot_home.join("session-state");
+    // What a user sees: the session directory holding `inuse.<pid>.lock` with that pid in it.
+    let published = |pid: u32| {
+        std::fs::read_dir(&state)
+            .ok()?
+            .flatten()
+            .find(|d| {
+                std::fs::read_to_string(d.path().join(format!("inuse.{pid}.lock")))
+                    .is_ok_and(|t| t.trim() == pid.to_string())
+            })
+            .map(|d| d.file_name().to_string_lossy().into_owned())
+    };
+    let mut case_env = crate::copilot::byok_env(&server);
+    case_env.push((
+        "COPILOT_HOME".to_string(),
+        copilot_home.display().to_string(),
+    ));
+    let case = Case {
+        harness: "copilot",
+        command: vec![
+            "copilot".into(),
+            "-i".into(),
+            "Create the marker file.".into(),
+        ],
+        env: case_env,
+        published: Some(&published),
+        // The agent is the native binary (`comm` MainThread), not the node loader of the pane.
+        also: &|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+            eprintln!(
+                "copilot: agent pid {pid}, comm {comm:?}, exe {}",
+                exe.display()
+            );
+            assert!(
+                exe.to_string_lossy()
+                    .contains("@github/copilot-linux-x64/copilot"),
+                "{}",
+                exe.display()
+            );
+            assert!(
+                !copilot_home.join("hooks/volee.json").exists(),
+                "volee's hooks file without a volee Copilot agent"
+            );
+        },
+        needs_you_sources: &["screen"],
     };
     discover(&env, &bin_dir, &case);
 }

@@ -169,11 +169,7 @@ fn run(hooks: Hooks) {
     ]);
     server.set_main_delay(std::time::Duration::from_millis(1000));
 
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = crate::path_with(&bin_dir);
     env.extra_env.extend(
         [
             ("PATH", path.as_str()),

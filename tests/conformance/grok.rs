@@ -145,11 +145,7 @@ fn grok_build_asks_permission_and_finishes_its_turn() {
     let volee_hooks = home.join(".grok/hooks/volee-hooks.json");
     assert!(!volee_hooks.exists());
 
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = crate::path_with(&bin_dir);
     env.extra_env.extend(
         [
             ("PATH", path.as_str()),

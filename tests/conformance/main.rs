@@ -2,7 +2,8 @@
 //! (`harnesses.txt`), driven through volee in a private tmux against a scripted loopback model
 //! server (`volee_test_support::model_server`) — no vendor API: Claude Code (Anthropic Messages),
 //! Qwen Code (OpenAI chat completions), Gemini CLI (Gemini `streamGenerateContent`). The hooked harnesses
-//! (Claude, Qwen, Gemini, Grok) share `common::drive`; Codex (hookless) has its own body.
+//! (Claude, Qwen, Gemini, Grok) share `common::drive`; Codex (hookless) has its own body, and so
+//! has OpenCode (hookless; its states come from its own HTTP server).
 //!
 //! Each harness is installed with npm into
 //! `${VOLEE_HARNESS_CACHE:-$HOME/.cache/volee-ci/harnesses}/NAME-VERSION/` unless it is already
@@ -11,13 +12,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod aider;
 mod claude;
 mod codex;
 mod common;
+mod copilot;
 mod discovery;
 mod gemini;
 mod grok;
+mod join;
+mod opencode;
 mod qwen;
+mod worktree;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -60,6 +66,15 @@ pub fn pinned(name: &str) -> Pinned {
         .unwrap_or_else(|| panic!("no harness {name:?} in tests/conformance/harnesses.txt"))
 }
 
+/// `PATH` with the pinned harness's bin directory first.
+pub fn path_with(bin_dir: &Path) -> String {
+    format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
 /// Where pinned harnesses are installed.
 pub fn cache_root() -> PathBuf {
     match std::env::var_os("VOLEE_HARNESS_CACHE").filter(|v| !v.is_empty()) {
@@ -95,12 +110,14 @@ fn has_version(bin: &Path, version: &str) -> bool {
         .output()
         .map(|o| {
             let text = String::from_utf8_lossy(&o.stdout);
-            // `2.1.332 (Claude Code)`, `grok 1.0.41 (4220f3b224a6)`: any word of the first line.
+            // `2.1.332 (Claude Code)`, `grok 1.0.41 (4220f3b224a6)`: any word of the first line
+            // (a sentence's final dot dropped).
             o.status.success()
-                && text
-                    .lines()
-                    .next()
-                    .is_some_and(|l| l.split_whitespace().any(|w| w == version))
+                && text.lines().next().is_some_and(|l| {
+                    // `GitHub Copilot CLI 1.0.102.` ends its sentence with a dot.
+                    l.split_whitespace()
+                        .any(|w| w == version || w.strip_suffix('.') == Some(version))
+                })
         })
         .unwrap_or(false);
     let _ = std::fs::remove_dir_all(&home);
@@ -110,6 +127,9 @@ fn has_version(bin: &Path, version: &str) -> bool {
 /// The pinned harness's bin directory (its `node_modules/.bin`), installing it if missing; None
 /// when it cannot be had outside CI (the test is skipped).
 pub fn install(p: &Pinned) -> Option<PathBuf> {
+    if let Some(package) = p.package.strip_prefix("pypi:") {
+        return install_pypi(p, package);
+    }
     let root = cache_root();
     let dir = root.join(format!("{}-{}", p.name, p.version));
     let bin_dir = dir.join("node_modules/.bin");
@@ -181,6 +201,57 @@ pub fn install(p: &Pinned) -> Option<PathBuf> {
     has_version(&bin_dir.join(&p.bin), &p.version)
         .then_some(bin_dir)
         .or_else(|| fail_or_skip(&format!("{spec} is not usable in {}", dir.display())))
+}
+
+/// A harness from PyPI (`pypi:PACKAGE` in `harnesses.txt`): a virtual environment at
+/// `NAME-VERSION/venv` (built in place: its scripts name their interpreter by absolute path);
+/// returns its `bin`. An unfinished one fails the version check and is built again.
+fn install_pypi(p: &Pinned, package: &str) -> Option<PathBuf> {
+    let dir = cache_root().join(format!("{}-{}", p.name, p.version));
+    let bin_dir = dir.join("venv/bin");
+    if has_version(&bin_dir.join(&p.bin), &p.version) {
+        return Some(bin_dir);
+    }
+    let why = format!("the {} conformance test", p.name);
+    if !require("python3", &why) {
+        return None;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = format!("{package}=={}", p.version);
+    eprintln!(
+        "installing {spec} into {} (once; .ci/run does this ahead)",
+        dir.display()
+    );
+    let started = Instant::now();
+    let venv = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(dir.join("venv"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = if venv.status.success() {
+        Command::new(bin_dir.join("pip"))
+            .args(["install", "-q", "--disable-pip-version-check", &spec])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    } else {
+        venv
+    };
+    if !out.status.success() || !has_version(&bin_dir.join(&p.bin), &p.version) {
+        let _ = std::fs::remove_dir_all(&dir);
+        return fail_or_skip(&format!(
+            "pip install {spec} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    eprintln!(
+        "installed {spec} in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Some(bin_dir)
 }
 
 /// One observed change of an agent in `volee ls --all --json`.

@@ -106,11 +106,7 @@ fn qwen_code_asks_permission_and_finishes_its_turn() {
     ]);
     server.set_main_delay(std::time::Duration::from_millis(1000));
 
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = crate::path_with(&bin_dir);
     env.extra_env.extend(
         [
             ("PATH", path.as_str()),
@@ -125,7 +121,9 @@ fn qwen_code_asks_permission_and_finishes_its_turn() {
         display: "Qwen Code",
         version_line: pinned.version.clone(),
         prompt: "Run the touch command to create the marker file.",
-        first_working: &["hook UserPromptSubmit"],
+        // The prompt's hook, or — when the listing or screen spoke between it and the watcher's
+        // next poll on a loaded machine — the tool's.
+        first_working: &["hook UserPromptSubmit", "hook PreToolUse"],
         needs_you: &["hook PermissionRequest", "hook Notification"],
         dialog: "Allow execution of: 'touch'?",
         approve: "1",

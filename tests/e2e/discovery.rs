@@ -134,11 +134,21 @@ fn processes_started_elsewhere_are_discovered_with_their_host() {
         format!("disc-{pid}").as_str(),
         "{pane_agent}"
     );
-    assert_eq!(
-        pane_agent["harness_version"], "2.1.332 (Claude Code)",
-        "{pane_agent}"
+    // Its version is asked off the daemon's loop: generic rules until it answers.
+    let versioned = wait_until(
+        "the discovered agent's version",
+        Duration::from_secs(10),
+        || {
+            let a = env.agent(pane_agent["id"].as_str().unwrap());
+            (!a["harness_version"].is_null()).then_some(a)
+        },
+        || env.agent(pane_agent["id"].as_str().unwrap()).to_string(),
     );
-    assert_eq!(pane_agent["profile_fit"], "measured");
+    assert_eq!(
+        versioned["harness_version"], "2.1.332 (Claude Code)",
+        "{versioned}"
+    );
+    assert_eq!(versioned["profile_fit"], "measured");
     wait_until(
         "the discovered agent's state comes from its status file",
         Duration::from_secs(5),

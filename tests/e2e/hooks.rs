@@ -374,3 +374,69 @@ CONF=/nonexistent"#,
     assert_eq!(env.wait_state(&id, "idle", 10), "idle");
     assert_eq!(env.agent(&id)["state_source"], "listing");
 }
+
+/// `volee setup cursor` adds volee's hooks to the user's one Cursor hooks file with a backup and
+/// every other entry kept; twice is once; a file it does not understand stays untouched; `volee
+/// down` takes volee's entries out again.
+#[test]
+fn cursor_setup_merges_with_a_backup_and_down_takes_it_out() {
+    let env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
+    let dir = env.home().join(".cursor");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("hooks.json");
+    let users = serde_json::json!({"version": 1, "hooks": {
+        "stop": [{"command": "./audit.sh", "timeout": 5}],
+        "afterFileEdit": [{"command": "./format.sh"}]
+    }});
+    let original = serde_json::to_string_pretty(&users).unwrap();
+    std::fs::write(&file, &original).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+
+    env.ok(["setup", "cursor"]);
+    let backup = std::fs::read_to_string(dir.join("hooks.json.volee-backup")).unwrap();
+    assert_eq!(backup, original);
+    let read = || -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap()
+    };
+    let merged = read();
+    assert_eq!(merged["hooks"]["stop"][0], users["hooks"]["stop"][0]);
+    assert_eq!(
+        merged["hooks"]["afterFileEdit"],
+        users["hooks"]["afterFileEdit"]
+    );
+    let ours = merged["hooks"]["stop"][1]["command"].as_str().unwrap();
+    assert!(ours.ends_with(" hook cursor stop"), "{ours}");
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o640,
+        "the user's permissions are kept"
+    );
+    env.ok(["setup", "cursor"]);
+    assert_eq!(read(), merged, "a second setup adds nothing");
+
+    // Other harnesses need no setup; an unknown one is a usage error.
+    let claude = env.run(["setup", "claude"]);
+    assert_eq!(claude.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&claude.stderr).contains("needs no setup"));
+    assert_eq!(env.run(["setup", "nosuch"]).status.code(), Some(2));
+
+    env.ok(["down"]);
+    assert_eq!(
+        read(),
+        users,
+        "volee down leaves the user's hooks as they were"
+    );
+
+    // A file volee does not understand is left alone.
+    std::fs::write(&file, "{ not json").unwrap();
+    let bad = env.run(["setup", "cursor"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not valid JSON"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "{ not json");
+    std::fs::write(&file, r#"{"version": 1, "hooks": {"stop": "x"}}"#).unwrap();
+    assert_eq!(env.run(["setup", "cursor"]).status.code(), Some(2));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        r#"{"version": 1, "hooks": {"stop": "x"}}"#
+    );
+}

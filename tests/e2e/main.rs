@@ -7,8 +7,12 @@ mod bad_input;
 mod daemon_life;
 mod discovery;
 mod hooks;
+mod mcp;
+mod notify;
+mod own_agent;
 mod states;
 mod tmux_front;
+mod worktree;
 mod zellij;
 
 use std::sync::{Mutex, MutexGuard};

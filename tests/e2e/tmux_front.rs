@@ -111,12 +111,12 @@ fn status_line_is_pushed_with_counts() {
 
 /// A second tmux server whose only pane is a client attached to the private server, so menus and
 /// popups (drawn on a client) can be captured as text.
-struct Viewer {
+pub(crate) struct Viewer {
     socket: std::path::PathBuf,
 }
 
 impl Viewer {
-    fn start(env: &TestEnv) -> Viewer {
+    pub(crate) fn start(env: &TestEnv) -> Viewer {
         let socket = env.root().join("viewer.sock");
         let attach = format!(
             "TMUX_TMPDIR='{}' tmux -S '{}' attach -t main",
@@ -151,7 +151,7 @@ impl Viewer {
         viewer
     }
 
-    fn capture(&self) -> String {
+    pub(crate) fn capture(&self) -> String {
         let out = Command::new("tmux")
             .args(["-S", self.socket.to_str().unwrap(), "capture-pane", "-p"])
             .output()

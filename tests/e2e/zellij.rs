@@ -6,197 +6,32 @@
 //! plugin gets): title, screen text (a `(y/n)` prompt → needs_you), `volee send`, exit status,
 //! `volee stop`.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use volee_test_support::{wait_until, TestEnv};
+use volee_test_support::wait_until;
+use volee_test_support::zellij::{
+    pane_row, plugin_wasm, start_zellij, start_zellij_with, zellij_binary, zellij_window,
+    KillSession,
+};
 
 use crate::setup;
 
-/// The zellij binary, or None (a failure under CI).
-pub fn zellij_binary() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("VOLEE_ZELLIJ").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(p));
-    }
-    if volee_test_support::on_path("zellij") {
-        return Some(PathBuf::from("zellij"));
-    }
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bin/zellij-0.45.1");
-    if shared.is_file() {
-        return Some(shared);
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("zellij is not installed (CI is set, so this fails): put it on PATH or set VOLEE_ZELLIJ");
-    }
-    eprintln!("SKIPPED: zellij is not installed");
-    None
-}
-
-/// A zellij session `name`, attached in a window of the test's tmux, with isolated directories;
-/// the variables volee must pass on are added to the test's environment.
-pub fn start_zellij(env: &mut TestEnv, bin: &Path, name: &str) -> Vec<(String, String)> {
-    start_zellij_with(env, bin, name, None)
-}
-
-/// The release build of volee's zellij plugin (scripts/test builds it before the tests), or None
-/// (a failure under CI).
-pub fn plugin_wasm() -> Option<PathBuf> {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let candidates = [
-        target.join("wasm32-wasip1/release/volee_zellij_plugin.wasm"),
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../zellij-plugin/target/wasm32-wasip1/release/volee_zellij_plugin.wasm"),
-    ];
-    if let Some(found) = candidates.iter().find(|p| p.is_file()) {
-        return Some(std::fs::canonicalize(found).unwrap());
-    }
-    let why = "volee's zellij plugin is not built (cargo build --release --manifest-path zellij-plugin/Cargo.toml --target wasm32-wasip1)";
-    if std::env::var_os("CI").is_some() {
-        panic!("{why} (CI is set, so this fails)");
-    }
-    eprintln!("SKIPPED: {why}");
-    None
-}
-
-/// [`start_zellij`], with volee's plugin loaded in the background (`load_plugins`) and its
-/// permissions granted ahead (`permissions.kdl`, keyed by the bare path).
-pub fn start_zellij_with(
-    env: &mut TestEnv,
-    bin: &Path,
+/// A test world with a zellij session `name` in which volee's plugin is loaded: the serial lock,
+/// the environment, and the session's killer (which ends it whole). None when tmux, zellij or the
+/// built plugin is missing outside CI (under CI each of those fails the test).
+fn plugin_world(
     name: &str,
-    plugin: Option<&Path>,
-) -> Vec<(String, String)> {
-    let root = env.root().join("zj");
-    let dirs = ["s", "config", "cache", "data", "tmp"].map(|d| root.join(d));
-    for d in &dirs {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    let mut config = "show_startup_tips false\nshow_release_notes false\nsession_serialization false\ndefault_shell \"sh\"\n".to_string();
-    if let Some(wasm) = plugin {
-        // A copy inside the test's world: the permissions are keyed by its path.
-        let copy = root.join("volee.wasm");
-        std::fs::copy(wasm, &copy).unwrap();
-        config.push_str(&format!(
-            "load_plugins {{\n    \"file:{}\"\n}}\n",
-            copy.display()
-        ));
-        std::fs::create_dir_all(dirs[2].join("zellij")).unwrap();
-        std::fs::write(
-            dirs[2].join("zellij/permissions.kdl"),
-            format!(
-                "\"{}\" {{\n    ReadApplicationState\n    ChangeApplicationState\n    ReadPaneContents\n    ReadCliPipes\n    RunCommands\n    OpenTerminalsOrPlugins\n}}\n",
-                copy.display()
-            ),
-        )
-        .unwrap();
-    }
-    std::fs::write(dirs[1].join("config.kdl"), config).unwrap();
-    let vars: Vec<(String, String)> = [
-        ("ZELLIJ_SOCKET_DIR", &dirs[0]),
-        ("ZELLIJ_CONFIG_DIR", &dirs[1]),
-        ("XDG_CACHE_HOME", &dirs[2]),
-        ("XDG_DATA_HOME", &dirs[3]),
-        ("TMPDIR", &dirs[4]),
-    ]
-    .map(|(k, v)| (k.to_string(), v.display().to_string()))
-    .to_vec();
-    let bin = std::fs::canonicalize(bin)
-        .or_else(|_| which(bin))
-        .unwrap_or_else(|_| bin.to_path_buf());
-    let mut command = vec!["env".to_string(), "TERM=xterm-256color".into()];
-    command.extend(vars.iter().map(|(k, v)| format!("{k}={v}")));
-    command.extend([bin.display().to_string(), "--session".into(), name.into()]);
-    let mut args = vec!["new-window", "-d", "-P", "-F", "#{pane_id}", "-t", "main:"];
-    args.extend(command.iter().map(String::as_str));
-    let window = env.tmux(&args).trim().to_string();
-    // zellij 0.45.1's server panics when a command-line client (`zellij action …`) connects
-    // while the session is still being set up: wait until its screen is drawn.
-    wait_until(
-        "zellij draws its screen",
-        Duration::from_secs(20),
-        || {
-            env.tmux(&["capture-pane", "-p", "-t", &window])
-                .contains("Tab #1")
-                .then_some(())
-        },
-        || env.tmux(&["capture-pane", "-p", "-t", &window]),
-    );
-    env.extra_env.extend(vars.iter().cloned());
-    env.extra_env
-        .push(("VOLEE_ZELLIJ".into(), bin.display().to_string()));
-    // Up when it lists its panes.
-    let zellij = |args: &[&str]| {
-        let mut cmd = std::process::Command::new(&bin);
-        for (k, v) in &vars {
-            cmd.env(k, v);
-        }
-        cmd.args(["--session", name]).args(args).output().unwrap()
-    };
-    wait_until(
-        "zellij is up",
-        Duration::from_secs(20),
-        || {
-            let out = zellij(&["action", "list-panes", "--json", "--all"]);
-            (out.status.success()
-                && serde_json::from_slice::<serde_json::Value>(&out.stdout).is_ok())
-            .then_some(())
-        },
-        || String::from_utf8_lossy(&zellij(&["list-sessions"]).stdout).into_owned(),
-    );
-    vars
-}
-
-fn which(bin: &Path) -> std::io::Result<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(bin))
-        .find(|p| p.is_file())
-        .ok_or_else(|| std::io::Error::other("not on PATH"))
-}
-
-/// A test's zellij session: runs zellij commands against it, and ends it (its server and panes)
-/// when the test ends, however it ends.
-struct KillSession {
-    bin: PathBuf,
-    name: String,
-    vars: Vec<(String, String)>,
-}
-
-impl KillSession {
-    fn new(bin: &Path, name: &str, vars: Vec<(String, String)>) -> KillSession {
-        KillSession {
-            bin: std::fs::canonicalize(bin)
-                .or_else(|_| which(bin))
-                .unwrap_or(bin.to_path_buf()),
-            name: name.into(),
-            vars,
-        }
-    }
-
-    fn command(&self) -> std::process::Command {
-        let mut cmd = std::process::Command::new(&self.bin);
-        for (k, v) in &self.vars {
-            cmd.env(k, v);
-        }
-        cmd
-    }
-
-    /// `zellij --session NAME ARGS…`.
-    fn zellij(&self, args: &[&str]) -> std::process::Output {
-        self.command()
-            .args(["--session", &self.name])
-            .args(args)
-            .output()
-            .unwrap()
-    }
-}
-
-impl Drop for KillSession {
-    fn drop(&mut self) {
-        let _ = self.command().args(["kill-session", &self.name]).output();
-    }
+) -> Option<(
+    std::sync::MutexGuard<'static, ()>,
+    volee_test_support::TestEnv,
+    KillSession,
+)> {
+    let (serial, mut env) = setup()?;
+    let bin = zellij_binary()?;
+    let wasm = plugin_wasm()?;
+    let vars = start_zellij_with(&mut env, &bin, name, Some(&wasm));
+    let kill = KillSession::new(&bin, name, vars);
+    Some((serial, env, kill))
 }
 
 #[test]
@@ -247,7 +82,8 @@ fn a_generic_agent_in_a_zellij_tab_goes_through_its_states() {
         || format!("{}\n{}", env.agent(&id), env.ok(["peek", &id])),
     );
     assert_eq!(asked["state_source"], "screen", "{asked}");
-    assert!(env.ok(["peek", &id]).contains("Continue? (y/n)"));
+    let screen = env.ok(["peek", &id]);
+    assert!(screen.contains("Continue? (y/n)"), "{screen:?}");
     env.ok(["send", &id, "y"]);
     let ended = wait_until(
         "the agent ends with its exit status",
@@ -436,17 +272,9 @@ fn a_harness_started_by_hand_in_zellij_is_discovered_in_its_tab() {
 
 #[test]
 fn with_the_plugin_a_bell_in_a_hidden_tab_needs_you() {
-    let Some((_serial, mut env)) = setup() else {
+    let Some((_serial, env, _kill)) = plugin_world("vp") else {
         return;
     };
-    let Some(bin) = zellij_binary() else {
-        return;
-    };
-    let Some(wasm) = plugin_wasm() else {
-        return;
-    };
-    let vars = start_zellij_with(&mut env, &bin, "vp", Some(&wasm));
-    let _kill = KillSession::new(&bin, "vp", vars);
     // A rings its bell after a while; B, launched after it, takes the active tab.
     let a = env.ok([
         "launch",
@@ -457,7 +285,7 @@ fn with_the_plugin_a_bell_in_a_hidden_tab_needs_you() {
         "--",
         "sh",
         "-c",
-        "echo ready; sleep 4; printf '\\a'; sleep 300",
+        "echo ready; sleep 4; printf '\\a'; sleep 4; echo again; sleep 2; printf '\\a'; sleep 300",
     ]);
     env.ok([
         "launch",
@@ -480,9 +308,173 @@ fn with_the_plugin_a_bell_in_a_hidden_tab_needs_you() {
         || format!("{}\n{}", env.agent(&a), env.log_tail()),
     );
     assert_eq!(rang["evidence"], "bell", "{rang}");
+    // The plugin marks the hidden tab of an agent that needs you (volee's notification in
+    // zellij); zellij's CLI may answer "no active session" for a live one: asked again.
+    let tab = format!("ringer ({a})");
+    let names = || {
+        String::from_utf8_lossy(&_kill.zellij(&["action", "query-tab-names"]).stdout).to_string()
+    };
+    wait_until(
+        "the hidden tab marked",
+        Duration::from_secs(10),
+        || {
+            names()
+                .lines()
+                .any(|l| l.trim() == format!("! {tab}"))
+                .then_some(())
+        },
+        names,
+    );
+    // zellij keeps the tab's bell flag up until the tab is visited: a second bell there only
+    // flashes the tab, and must still be seen.
+    env.wait_state(&a, "working", 20);
+    // Working again: the mark goes.
+    wait_until(
+        "the mark removed",
+        Duration::from_secs(10),
+        || names().lines().any(|l| l.trim() == tab).then_some(()),
+        names,
+    );
+    let again = wait_until(
+        "the second bell in the hidden tab reaches needs_you",
+        Duration::from_secs(20),
+        || {
+            let agent = env.agent(&a);
+            (agent["state"] == "needs_you").then_some(agent)
+        },
+        || format!("{}\n{}", env.agent(&a), env.log_tail()),
+    );
+    assert_eq!(again["evidence"], "bell", "{again}");
     assert!(
         env.log_tail().contains("volee plugin"),
         "the plugin's stream carried it: {}",
         env.log_tail()
     );
+}
+
+#[test]
+fn with_the_plugin_states_show_in_volee_ls_and_in_the_plugin_pane() {
+    let Some((_serial, env, kill)) = plugin_world("vs") else {
+        return;
+    };
+    let window = zellij_window(&env, "vs");
+    // `talker` works for a while, rings its bell right after its last output and waits for an
+    // answer, works again, goes quiet, then exits 0; `crasher` exits 3. `front` keeps the active
+    // tab, so the other two are in hidden tabs, where zellij reports bells. A hidden tab's screen
+    // is polled every 0.5 s: the plugin sends the screen as the bell found it before the bell, so
+    // the last output before the bell is not seen after it as new work.
+    let talker = env.ok([
+        "launch",
+        "--host",
+        "zellij:vs",
+        "--name",
+        "talker",
+        "--",
+        "sh",
+        "-c",
+        r#"i=0; while [ $i -lt 40 ]; do echo "tick $i"; i=$((i+1)); sleep 0.3; done; echo asking; printf '\a'; read a; echo "got $a"; sleep 6; exit 0"#,
+    ]);
+    let crasher = env.ok([
+        "launch",
+        "--host",
+        "zellij:vs",
+        "--name",
+        "crasher",
+        "--",
+        "sh",
+        "-c",
+        "sleep 3; exit 3",
+    ]);
+    env.ok([
+        "launch",
+        "--host",
+        "zellij:vs",
+        "--name",
+        "front",
+        "--",
+        "sleep",
+        "300",
+    ]);
+    // The agents pane, floating over the active tab: the background instance, shown.
+    let url = format!("file:{}", env.root().join("zj/volee.wasm").display());
+    let out = kill.zellij(&["action", "launch-or-focus-plugin", "--floating", &url]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Each state, first in `volee ls`, then on the pane's row for that agent.
+    let see = |id: &str, name: &str, state: &str, label: &str| {
+        let agent = wait_until(
+            &format!("{name} is {state} in volee ls"),
+            Duration::from_secs(25),
+            || {
+                let a = env.agent(id);
+                (a["state"] == state).then_some(a)
+            },
+            || format!("{}\n{}", env.agent(id), env.log_tail()),
+        );
+        wait_until(
+            &format!("{name} shows {label} in the plugin pane"),
+            Duration::from_secs(10),
+            || pane_row(&env, &window, name).filter(|row| row.contains(label)),
+            || env.tmux(&["capture-pane", "-p", "-t", &window]),
+        );
+        agent
+    };
+    see(&talker, "talker", "working", "working");
+    let failed = see(&crasher, "crasher", "failed", "failed");
+    assert_eq!(failed["exit_status"], 3, "{failed}");
+    let rang = see(&talker, "talker", "needs_you", "needs you");
+    assert_eq!(rang["evidence"], "bell", "{rang}");
+    // And it stays so across the next polls of the hidden tab (0.5 s apart): the output printed
+    // just before the bell is not taken for new work.
+    std::thread::sleep(Duration::from_millis(1200));
+    let still = env.agent(&talker);
+    assert_eq!(still["state"], "needs_you", "{still}");
+    // The header counts it too.
+    let screen = env.tmux(&["capture-pane", "-p", "-t", &window]);
+    assert!(screen.contains("● 1 needs you"), "{screen}");
+    env.ok(["send", &talker, "yes"]);
+    see(&talker, "talker", "idle", "idle");
+    let done = see(&talker, "talker", "done", "done");
+    assert_eq!(done["exit_status"], 0, "{done}");
+    assert!(
+        env.ok(["peek", &talker]).contains("got yes"),
+        "{}",
+        env.ok(["peek", &talker])
+    );
+}
+
+/// zellij 0.45.1 reuses client ids at once and hands a new client answers meant for the one
+/// before: with many commands in a row, some of its answers are another command's, and its
+/// session check says a live session is gone. Ten launches back to back, each in its own tab.
+#[test]
+fn ten_agents_launched_back_to_back_each_get_a_tab() {
+    let Some((_serial, env, _kill)) = plugin_world("vt") else {
+        return;
+    };
+    let ids: Vec<String> = (0..10)
+        .map(|n| {
+            env.ok([
+                "launch",
+                "--host",
+                "zellij:vt",
+                "--name",
+                &format!("t{n}"),
+                "--",
+                "sh",
+                "-c",
+                "echo hi; exec sleep 1000",
+            ])
+        })
+        .collect();
+    let mut panes = std::collections::BTreeSet::new();
+    let mut tabs = std::collections::BTreeSet::new();
+    for id in &ids {
+        env.wait_state(id, "idle", 20);
+        let agent = env.agent(id);
+        assert!(panes.insert(agent["host"]["pane"].to_string()), "{agent}");
+        assert!(tabs.insert(agent["host"]["tab"].to_string()), "{agent}");
+    }
 }

@@ -36,8 +36,10 @@ pub struct VoleePlugin {
     manifest: Vec<(usize, PaneInfo)>,
     /// Tab position → (name, active).
     tabs: BTreeMap<usize, (String, bool)>,
-    /// Tab position → its bell flag as last seen.
-    bells: BTreeMap<usize, bool>,
+    /// Tab position → zellij's stable tab id (renames go by id).
+    tab_ids: BTreeMap<usize, usize>,
+    /// Tab position → its bell flags as last seen: (`has_bell_notification`, `is_flashing_bell`).
+    bells: BTreeMap<usize, (bool, bool)>,
     /// The last `Panes` list written (or that would have been, with no stream open).
     sent_panes: Option<Vec<ZellijPane>>,
     /// Last screen lines reported per watched pane.
@@ -115,18 +117,36 @@ impl ZellijPlugin for VoleePlugin {
                     .iter()
                     .map(|t| (t.position, (t.name.clone(), t.active)))
                     .collect();
+                self.tab_ids = tabs.iter().map(|t| (t.position, t.tab_id)).collect();
                 for tab in &tabs {
+                    // The notification flag stays up until the user visits the tab; every
+                    // later bell there only flashes the tab (`is_flashing_bell`, ≈400 ms).
+                    let now = (tab.has_bell_notification, tab.is_flashing_bell);
                     let was = self
                         .bells
-                        .insert(tab.position, tab.has_bell_notification)
-                        .unwrap_or(false);
-                    if tab.has_bell_notification && !was {
-                        let panes = self
+                        .insert(tab.position, now)
+                        .unwrap_or((false, false));
+                    if (now.0 && !was.0) || (now.1 && !was.1) {
+                        let panes: Vec<u32> = self
                             .manifest
                             .iter()
                             .filter(|(t, _)| *t == tab.position)
                             .map(|(_, p)| p.id)
                             .collect();
+                        // The screen as the bell found it goes first: what the program printed
+                        // just before its bell must not arrive with the next poll, after the
+                        // bell, and pass for new output that ends the needs-you.
+                        let watched: Vec<u32> = panes
+                            .iter()
+                            .copied()
+                            .filter(|p| self.watch.contains(p))
+                            .collect();
+                        for pane in watched {
+                            if let Ok(contents) = get_pane_scrollback(PaneId::Terminal(pane), false)
+                            {
+                                self.report_screen(pane, &contents.viewport);
+                            }
+                        }
                         self.emit(&PluginEvent::Bell {
                             tab: tab.position,
                             panes,
@@ -134,6 +154,7 @@ impl ZellijPlugin for VoleePlugin {
                     }
                 }
                 self.bells.retain(|pos, _| self.tabs.contains_key(pos));
+                self.mark_tabs();
                 self.send_panes_if_changed();
                 self.arm_timer();
                 false
@@ -229,6 +250,28 @@ impl ZellijPlugin for VoleePlugin {
 }
 
 impl VoleePlugin {
+    /// Mark the tabs not shown whose agent needs you (`! ` before the name); unmark them when
+    /// none does or the tab is shown (docs: zellij-plugin/README.md).
+    fn mark_tabs(&mut self) {
+        if self.permitted != Some(true) {
+            return;
+        }
+        let Some(agents) = &self.agents else {
+            return;
+        };
+        let pane_tabs: Vec<(u32, usize)> = self.manifest.iter().map(|(t, p)| (p.id, *t)).collect();
+        let tabs: Vec<(usize, String, bool)> = self
+            .tabs
+            .iter()
+            .map(|(pos, (name, active))| (*pos, name.clone(), *active))
+            .collect();
+        for (pos, name) in volee_view::zellij::tab_marks(agents, &pane_tabs, &tabs) {
+            if let Some(id) = self.tab_ids.get(&pos) {
+                rename_tab_with_id(*id as u64, &name);
+            }
+        }
+    }
+
     /// Writes one event line to every open stream.
     fn emit(&self, event: &PluginEvent) {
         if self.streams.is_empty() {
@@ -414,7 +457,14 @@ impl VoleePlugin {
                 let added: Vec<u32> = watch.difference(&self.watch).copied().collect();
                 self.screens.retain(|pane, _| watch.contains(pane));
                 self.watch = watch;
+                if let Some(toast) = volee_view::zellij::needs_you_toast(
+                    self.agents.as_deref().unwrap_or(&[]),
+                    &agents,
+                ) {
+                    self.ui.set_message(toast);
+                }
                 self.agents = Some(agents);
+                self.mark_tabs();
                 // A newly watched pane's current screen, without waiting for it to change.
                 if self.permitted == Some(true) {
                     for pane in added {

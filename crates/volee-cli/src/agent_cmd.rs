@@ -1,5 +1,5 @@
-//! `volee agent`: the session management commands of volee's own agent (no Docker, no model).
-//! The agent loop itself (`--prompt`, `--resume`, interactive) is not built yet and says so.
+//! `volee agent`: volee's own agent. The session management commands (no Docker, no model) are
+//! here; the loop itself (interactive, `--resume`, `--prompt`) is in `agent_loop`.
 
 use std::path::PathBuf;
 
@@ -18,33 +18,41 @@ const SNIPPET_MAX: usize = 120;
 #[command(group(
     ArgGroup::new("action")
         .multiple(false)
-        .args(["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "delete", "resume", "prompt"])
+        .args(["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "delete", "resume"])
 ))]
 pub struct AgentArgs {
     /// The session store (default: $XDG_DATA_HOME/volee/sessions, or $VOLEE_HOME/data/sessions).
     #[arg(long, value_name = "PATH")]
     memory_dir: Option<PathBuf>,
-    /// Model for the agent loop (not built yet).
+    /// The Ollama model (default gemma4; a resumed session keeps its own unless this is given).
     #[arg(long, value_name = "M")]
     model: Option<String>,
-    /// Context budget of the agent loop (not built yet).
+    /// The context budget in tokens, sent as num_ctx (default 32768, capped at the model's
+    /// trained length); compaction starts at 80 %.
     #[arg(long, value_name = "N")]
     max_context_tokens: Option<u64>,
-    /// Ollama server of the agent loop (not built yet).
+    /// The Ollama server (default: $OLLAMA_HOST, else http://127.0.0.1:11434).
     #[arg(long, value_name = "URL")]
     ollama_url: Option<String>,
-    /// Sandbox image of the agent loop (not built yet).
+    /// The sandbox's Docker image, already loaded (default: volee's busybox image, built on
+    /// first use).
     #[arg(long, value_name = "IMAGE")]
     image: Option<String>,
-    /// Resume a session in the agent loop (not built yet).
+    /// Resume a session in the pane (a fresh sandbox; approvals are asked again).
     #[arg(long, value_name = "SESSION_ID")]
     resume: Option<String>,
-    /// Run one turn without the interactive loop (not built yet).
-    #[arg(long, value_name = "TEXT")]
+    /// Run one turn without the interactive loop, then exit (0: answered; 1: calls were denied);
+    /// with --resume, in that session.
+    #[arg(long, value_name = "TEXT", conflicts_with_all = ["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "delete"])]
     prompt: Option<String>,
-    /// With --prompt: approve every tool call (not built yet).
+    /// With --prompt: approve every tool call (without it, calls that need an approval are
+    /// denied).
     #[arg(long)]
     approve_all: bool,
+    /// Interactive: run this prompt as the first turn, then wait for the next (what
+    /// `volee launch --harness volee PROMPT` uses).
+    #[arg(long, value_name = "TEXT", conflicts_with = "prompt")]
+    first_prompt: Option<String>,
     /// List sessions, most recently updated first.
     #[arg(long)]
     list_sessions: bool,
@@ -161,10 +169,22 @@ pub fn run(args: AgentArgs) -> CliResult {
             "--yes goes with --delete, --include-archived with --list-sessions or --search",
         ));
     }
-    Err(CliError::user(
-        "the agent loop of `volee agent` (interactive, --prompt, --resume) is not built yet",
-    )
-    .hint("session management works now: volee agent --list-sessions, --search, --info, --rename, --fork, --archive, --unarchive, --export, --delete"))
+    if args.approve_all && args.prompt.is_none() {
+        return Err(CliError::user(
+            "--approve-all goes with --prompt (interactively, approvals are asked in the pane)",
+        ));
+    }
+    crate::agent_loop::run(crate::agent_loop::LoopArgs {
+        store,
+        model: args.model,
+        max_context_tokens: args.max_context_tokens,
+        ollama_url: args.ollama_url,
+        image: args.image,
+        resume: args.resume,
+        prompt: args.prompt,
+        first_prompt: args.first_prompt,
+        approve_all: args.approve_all,
+    })
 }
 
 fn print_json(value: &impl serde::Serialize) -> CliResult {
@@ -417,7 +437,7 @@ fn info(store: &Store, id: &str, json: bool) -> CliResult {
 }
 
 /// A store error as the CLI reports it: exit code and what to do next.
-fn store_error(e: StoreError) -> CliError {
+pub(crate) fn store_error(e: StoreError) -> CliError {
     let exit = match &e {
         StoreError::InvalidId { .. }
         | StoreError::UnknownId { .. }

@@ -87,6 +87,10 @@ pub struct LaunchArgs {
     /// Model for harnesses that take one.
     #[arg(long)]
     model: Option<String>,
+    /// Give the agent volee's MCP tools (see the other agents, wait for one, hand one a message),
+    /// the profile's way for one launch. Off unless asked: see docs/adr/0008-join.md.
+    #[arg(long)]
+    join: bool,
     /// Run in a new git worktree of this name.
     #[arg(long)]
     worktree: Option<String>,
@@ -143,7 +147,6 @@ pub fn launch(args: LaunchArgs) -> CliResult {
     if harness == "generic" {
         let unsupported = [
             ("--model", args.model.is_some()),
-            ("--worktree", args.worktree.is_some()),
             ("a PROMPT", args.prompt.is_some()),
         ];
         if let Some((what, _)) = unsupported.iter().find(|(_, used)| *used) {
@@ -207,6 +210,7 @@ pub fn launch(args: LaunchArgs) -> CliResult {
             session_id: None,
             env: Vec::new(),
             hooks_extension: false,
+            typed_prompt: None,
         }
     } else {
         crate::harness_cli::launch_line(
@@ -214,10 +218,12 @@ pub fn launch(args: LaunchArgs) -> CliResult {
             &crate::harness_cli::LaunchOptions {
                 name: args.name.as_deref(),
                 model: args.model.as_deref(),
-                worktree: args.worktree.as_deref(),
+                // volee makes the worktree itself, for every harness (docs/adr/0009).
+                worktree: None,
                 prompt: args.prompt.as_deref(),
                 extra: &args.command,
                 resume: None,
+                join: args.join,
             },
         )?
     };
@@ -226,6 +232,12 @@ pub fn launch(args: LaunchArgs) -> CliResult {
         env.retain(|(key, _)| key != &k);
         env.push((k, v));
     }
+    // The worktree last, once everything else checked out: a failed launch removes it again.
+    let made = match &args.worktree {
+        Some(name) => Some(crate::worktree::create(&cwd, name)?),
+        None => None,
+    };
+    let cwd = made.as_ref().map(|m| m.cwd.clone()).unwrap_or(cwd);
     let req = LaunchRequest {
         harness,
         command: launch.command,
@@ -233,6 +245,7 @@ pub fn launch(args: LaunchArgs) -> CliResult {
         profile_fit: launch.fit,
         session_id: launch.session_id,
         hooks_extension: launch.hooks_extension,
+        typed_prompt: launch.typed_prompt,
         cwd: cwd.display().to_string(),
         name: args.name,
         env,
@@ -241,7 +254,15 @@ pub fn launch(args: LaunchArgs) -> CliResult {
         caller_pane,
         zellij_session,
     };
-    let agent = agent_of(ask(&Request::Launch(req))?)?;
+    let agent = match ask(&Request::Launch(req)).and_then(agent_of) {
+        Ok(agent) => agent,
+        Err(e) => {
+            if let Some(m) = &made {
+                let _ = crate::worktree::remove(&m.path, Some(&m.branch), true);
+            }
+            return Err(e);
+        }
+    };
     if args.json {
         json(&agent)
     } else {
@@ -349,33 +370,84 @@ pub fn wait(id: &str, until: &str, timeout: Option<f64>) -> CliResult {
         Some(t) => Some(Duration::from_secs_f64(t)),
         None => None,
     };
+    let (state, result) = wait_for(id, until, &states, timeout)?;
+    out(&state);
+    result
+}
+
+/// Follow agent `id` until it is in one of `states` (`until` names them for messages): the state
+/// it ends in, and Ok, or the error `volee wait` exits with (ended elsewhere, timed out).
+pub fn wait_for(
+    id: &str,
+    until: &str,
+    states: &[AgentState],
+    timeout: Option<Duration>,
+) -> CliResult<(String, CliResult)> {
     let (hit, last) = follow(id, timeout, |a| {
         states.contains(&a.state) || a.state.is_final()
     })?;
-    match (hit, last) {
-        (Some(agent), _) if states.contains(&agent.state) => {
-            out(agent.state.as_str());
-            Ok(())
-        }
-        (Some(agent), _) => {
-            out(agent.state.as_str());
+    Ok(match (hit, last) {
+        (Some(agent), _) if states.contains(&agent.state) => (agent.state.to_string(), Ok(())),
+        (Some(agent), _) => (
+            agent.state.to_string(),
             Err(CliError::new(
                 Exit::Unreachable,
                 format!(
                     "agent {} ended as {} and can no longer reach {until}",
                     agent.id, agent.state
                 ),
-            ))
-        }
+            )),
+        ),
         (None, last) => {
             let state = last.map(|a| a.state.to_string()).unwrap_or_default();
-            out(&state);
-            Err(CliError::new(
+            let err = CliError::new(
                 Exit::Negative,
                 format!("timed out waiting for {id} to reach {until} (it is {state})"),
-            ))
+            );
+            (state, Err(err))
         }
+    })
+}
+
+/// `volee stop ID [--remove-worktree [--delete-branch]]`: the worktree goes only when nothing
+/// would be lost — checked before the agent is stopped (then nothing is stopped) and again after.
+pub fn stop_and_remove(id: &str, remove_worktree: bool, delete_branch: bool) -> CliResult {
+    if !remove_worktree {
+        if delete_branch {
+            return Err(CliError::user(
+                "--delete-branch goes with --remove-worktree",
+            ));
+        }
+        return stop(id);
     }
+    let agent = agent_of(ask(&Request::Show { id: id.into() })?)?;
+    let Some(wt) = agent.worktree.clone() else {
+        return Err(CliError::user(format!(
+            "agent {} ({}) works in no linked worktree",
+            agent.id, agent.name
+        )));
+    };
+    let path = std::path::PathBuf::from(&wt.path);
+    let lost = crate::worktree::would_lose(&path, wt.branch.as_deref())?;
+    if !lost.is_empty() {
+        let mut e = CliError::user(format!(
+            "agent {} not stopped: removing its worktree {} would lose what is below",
+            agent.id, wt.path
+        ));
+        e.causes = lost;
+        return Err(
+            e.hint("commit and merge (or push) it first, or stop without --remove-worktree")
+        );
+    }
+    if !agent.state.is_final() {
+        stop(&agent.id)?;
+    }
+    out(&crate::worktree::remove(
+        &path,
+        wt.branch.as_deref(),
+        delete_branch,
+    )?);
+    Ok(())
 }
 
 pub fn stop(id: &str) -> CliResult {
@@ -411,6 +483,40 @@ pub fn peek(id: &str, lines: u32) -> CliResult {
         }
         other => Err(CliError::from_response(other)),
     }
+}
+
+/// `volee quiet [DURATION|off]`.
+pub fn quiet(duration: Option<&str>) -> CliResult {
+    let until_ms = match duration {
+        Some("off") => None,
+        other => {
+            let d = match other {
+                None => Duration::from_secs(3600),
+                Some(text) => humantime_duration(text)?,
+            };
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0);
+            Some(now + d.as_millis() as u64)
+        }
+    };
+    match ask(&Request::Quiet { until_ms })? {
+        Response::Text { text } => {
+            out(&text);
+            Ok(())
+        }
+        other => Err(CliError::from_response(other)),
+    }
+}
+
+fn humantime_duration(text: &str) -> CliResult<Duration> {
+    volee_daemon::config::Config::parse(&format!("retention = {text:?}"), "DURATION")
+        .map(|c| c.retention)
+        .map_err(|_| {
+            CliError::user(format!("{text:?} is not a duration"))
+                .hint("examples: 30m, 2h, 1day, or off")
+        })
 }
 
 pub fn rm(id: &str) -> CliResult {
@@ -506,7 +612,7 @@ pub fn daemon_stop() -> CliResult {
 
 /// `volee resume ID`: relaunch an ended agent with its harness's resume line and session id (the
 /// generic profile reruns its command), in the same tmux session, under the same name.
-pub fn resume(id: &str, as_json: bool) -> CliResult {
+pub fn resume(id: &str, as_json: bool, join: bool) -> CliResult {
     let old = agent_of(ask(&Request::Show { id: id.into() })?)?;
     if !old.state.is_final() {
         return Err(
@@ -535,12 +641,21 @@ pub fn resume(id: &str, as_json: bool) -> CliResult {
             session_id: None,
             env: Vec::new(),
             hooks_extension: false,
+            typed_prompt: None,
         }
     } else {
-        let session = old.session_id.as_deref().ok_or_else(|| {
-            CliError::user(format!("agent {} never reported a session id", old.id))
-                .hint("start a new one: volee launch --harness …")
-        })?;
+        // Aider's resume line names no session (its chat history file is the session).
+        let needs_id = profile.resume.iter().any(|a| a.contains("{id}"));
+        let session = match old.session_id.as_deref() {
+            Some(s) => s,
+            None if !needs_id => "",
+            None => {
+                return Err(
+                    CliError::user(format!("agent {} never reported a session id", old.id))
+                        .hint("start a new one: volee launch --harness …"),
+                )
+            }
+        };
         crate::harness_cli::launch_line(
             &profile,
             &crate::harness_cli::LaunchOptions {
@@ -550,6 +665,12 @@ pub fn resume(id: &str, as_json: bool) -> CliResult {
                 prompt: None,
                 extra: &[],
                 resume: Some(session),
+                // Joined before (its recorded command names volee's MCP server): joined again.
+                join: join
+                    || old
+                        .command
+                        .iter()
+                        .any(|a| a.contains("volee-mcp-") || a.contains("mcp_servers.volee")),
             },
         )?
     };
@@ -573,6 +694,15 @@ pub fn resume(id: &str, as_json: bool) -> CliResult {
         env.retain(|(key, _)| key != &k);
         env.push((k, v));
     }
+    if let Some(wt) = &old.worktree {
+        if !std::path::Path::new(&wt.path).is_dir() {
+            return Err(CliError::user(format!(
+                "agent {} worked in worktree {}, which is gone",
+                old.id, wt.path
+            ))
+            .hint("start a new one: volee launch --worktree NAME …"));
+        }
+    }
     let cwd = if std::path::Path::new(&old.cwd).is_dir() {
         old.cwd.clone()
     } else {
@@ -588,6 +718,7 @@ pub fn resume(id: &str, as_json: bool) -> CliResult {
         profile_fit: launch.fit,
         session_id: launch.session_id,
         hooks_extension: launch.hooks_extension,
+        typed_prompt: launch.typed_prompt,
         cwd,
         name: Some(old.name.clone()),
         env,

@@ -137,6 +137,32 @@ fn checks() -> Vec<Check> {
             Some("install Ollama and run `ollama serve`, or set OLLAMA_HOST".into()),
         ),
     });
+    // Desktop notifications go through the session bus; without one volee tells in tmux only.
+    let notify = volee_daemon::config::Config::load(&paths().config_file())
+        .map(|c| c.notify)
+        .unwrap_or_default();
+    checks.push(
+        match (notify.desktop, volee_daemon::daemon::desktop_available()) {
+            (false, _) => check(
+                Level::Ok,
+                "notifications",
+                "desktop notifications off in config.toml; tmux messages and the status line".into(),
+                None,
+            ),
+            (true, true) => check(
+                Level::Ok,
+                "notifications",
+                "desktop (session bus), tmux messages and the status line".into(),
+                None,
+            ),
+            (true, false) => check(
+                Level::Warn,
+                "notifications",
+                "no session bus (DBUS_SESSION_BUS_ADDRESS): no desktop notifications, tmux messages and the status line only".into(),
+                Some("start volee from your desktop session, or set [notify] desktop = false".into()),
+            ),
+        },
+    );
     let paths = paths();
     checks.push(match volee_daemon::Client::connect(&paths) {
         Ok(_) => check(
@@ -159,7 +185,10 @@ fn checks() -> Vec<Check> {
     });
     for profile in volee_harness::profiles()
         .iter()
-        .filter(|p| !p.program.is_empty())
+        // volee's own agent is this binary: nothing to find on PATH.
+        .filter(|p| {
+            !p.program.is_empty() && p.instrumentation != volee_harness::Instrumentation::BuiltIn
+        })
     {
         let Some(range) = profile.measured else {
             continue;
@@ -169,9 +198,7 @@ fn checks() -> Vec<Check> {
         } else {
             format!("{}–{}", range.min, range.max)
         };
-        let install = profile
-            .package
-            .map(|pkg| format!("npm install -g {pkg}@{}", range.max));
+        let install = profile.install_hint();
         checks.push(match first_line(profile.program, &["--version"]) {
             None => check(Level::Warn, profile.name, format!("{} not installed (measured: {measured})", profile.display_name), install),
             Some(v) => {

@@ -23,6 +23,8 @@ pub struct HarnessLaunch {
     pub session_id: Option<String>,
     /// Hooks through volee's own extension directory (written by the daemon).
     pub hooks_extension: bool,
+    /// A first prompt the daemon types once the harness is ready ([`PromptStyle::Typed`]).
+    pub typed_prompt: Option<String>,
 }
 
 /// Options of `volee launch` that a profile turns into flags.
@@ -35,6 +37,29 @@ pub struct LaunchOptions<'a> {
     pub extra: &'a [String],
     /// Resume this harness session instead of starting one.
     pub resume: Option<&'a str>,
+    /// Give the harness volee's MCP server (`volee mcp`), the profile's way.
+    pub join: bool,
+}
+
+/// The environment `volee mcp` needs to find the caller's daemon, passed in the MCP server's
+/// entry (harnesses start MCP servers with a reduced environment).
+fn mcp_env() -> Vec<(String, String)> {
+    [
+        "VOLEE_HOME",
+        "XDG_RUNTIME_DIR",
+        "XDG_STATE_HOME",
+        "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
+        "HOME",
+    ]
+    .iter()
+    .filter_map(|k| {
+        std::env::var(k)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .map(|v| (k.to_string(), v))
+    })
+    .collect()
 }
 
 /// Find `program` on the caller's PATH.
@@ -77,6 +102,17 @@ fn read_version(program: &Path) -> Option<String> {
     volee_harness::profile::parse_version(&line).map(|_| line)
 }
 
+/// A loopback TCP port nobody listens on right now (the harness binds it a moment later).
+fn free_loopback_port() -> CliResult<u16> {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| {
+            CliError::from_error(Exit::Environment, &e)
+                .hint("volee needs a free loopback port for the harness's server")
+        })
+}
+
 /// A random version-4 UUID (for `--session-id`).
 fn uuid_v4() -> CliResult<String> {
     let mut b = [0u8; 16];
@@ -110,7 +146,12 @@ fn claude_settings_file(volee_bin: &str) -> CliResult<PathBuf> {
 /// A system-defaults file for Gemini or Qwen: the file the variable named before (or nothing),
 /// with volee's hook entries appended to each event's array — the variable *replaces* the system
 /// defaults, so an administrator's settings must survive in volee's copy.
-fn system_defaults_file(harness: &str, var: &str, volee_bin: &str) -> CliResult<PathBuf> {
+fn system_defaults_file(
+    harness: &str,
+    var: &str,
+    volee_bin: &str,
+    extra: Option<&serde_json::Value>,
+) -> CliResult<PathBuf> {
     let base_path = std::env::var_os(var).map(PathBuf::from).or_else(|| {
         let default = match harness {
             "gemini" => "/etc/gemini-cli/system-defaults.json",
@@ -119,7 +160,11 @@ fn system_defaults_file(harness: &str, var: &str, volee_bin: &str) -> CliResult<
         Path::new(default).is_file().then(|| PathBuf::from(default))
     });
     let dir = paths().runtime_dir.join("harness");
-    let ours = dir.join(format!("{harness}-system-defaults.json"));
+    // A joined launch gets its own file: the other launches' must not name volee's MCP server.
+    let ours = match extra {
+        Some(_) => dir.join(format!("{harness}-system-defaults-join.json")),
+        None => dir.join(format!("{harness}-system-defaults.json")),
+    };
     let mut settings = match base_path.filter(|p| p != &ours) {
         Some(path) => {
             let text = std::fs::read_to_string(&path).map_err(|e| {
@@ -139,6 +184,9 @@ fn system_defaults_file(harness: &str, var: &str, volee_bin: &str) -> CliResult<
         return Err(CliError::env(format!(
             "the system defaults named by {var} are not a JSON object with an object \"hooks\""
         )));
+    }
+    if let Some(extra) = extra {
+        volee_harness::instrument::merge_json(&mut settings, extra);
     }
     write_private_json(&dir, &ours, &settings)?;
     Ok(ours)
@@ -164,16 +212,17 @@ fn write_private_json(dir: &Path, path: &Path, value: &serde_json::Value) -> Cli
 
 /// Build a harness's launch line, check its version, set up its per-launch instrumentation.
 pub fn launch_line(profile: &Profile, opts: &LaunchOptions) -> CliResult<HarnessLaunch> {
-    let program = which(profile.program).ok_or_else(|| {
+    // volee's own agent is this very binary (which may not be on PATH).
+    let own = (profile.instrumentation == Instrumentation::BuiltIn)
+        .then(std::env::current_exe)
+        .and_then(Result::ok);
+    let program = own.or_else(|| which(profile.program)).ok_or_else(|| {
         let mut e = CliError::env(format!(
             "{} is not installed (no `{}` on PATH)",
             profile.display_name, profile.program
         ));
-        if let (Some(pkg), Some(range)) = (profile.package, profile.measured) {
-            e = e.hint(format!(
-                "it comes from the npm package {pkg}: npm install -g {pkg}@{}",
-                range.max
-            ));
+        if let (Some(pkg), Some(install)) = (profile.package, profile.install_hint()) {
+            e = e.hint(format!("it comes from the package {pkg}: {install}"));
         }
         e
     })?;
@@ -190,19 +239,38 @@ pub fn launch_line(profile: &Profile, opts: &LaunchOptions) -> CliResult<Harness
         );
     }
     let mut command = vec![program.display().to_string()];
+    if profile.instrumentation == Instrumentation::BuiltIn && opts.resume.is_none() {
+        command.push("agent".into());
+    }
     let mut env = Vec::new();
     let mut hooks_extension = false;
     let bin = std::env::current_exe()
         .map_err(|e| CliError::from_error(Exit::Internal, &e))?
         .display()
         .to_string();
+    let join = if opts.join {
+        Some(
+            volee_harness::instrument::join(profile.name, &bin, &mcp_env()).map_err(|why| {
+                CliError::user(format!(
+                    "{} cannot be given volee's tools per launch: {why}",
+                    profile.display_name
+                ))
+            })?,
+        )
+    } else {
+        None
+    };
+    let gemini_join = match &join {
+        Some(volee_harness::instrument::Join::SystemDefaults { json }) => Some(json.clone()),
+        _ => None,
+    };
     match profile.instrumentation {
         Instrumentation::SettingsFlag(flag) => {
             let file = claude_settings_file(&bin)?;
             command.extend([flag.to_string(), file.display().to_string()]);
         }
         Instrumentation::SystemDefaultsEnv(var) => {
-            let file = system_defaults_file(profile.name, var, &bin)?;
+            let file = system_defaults_file(profile.name, var, &bin, gemini_join.as_ref())?;
             // Gemini skips a system defaults file unless it and every directory above it belong
             // to root and are not group/other-writable — and then runs with no system defaults
             // at all. Naming an insecure file would drop the administrator's settings too.
@@ -217,9 +285,61 @@ pub fn launch_line(profile: &Profile, opts: &LaunchOptions) -> CliResult<Harness
         }
         // The daemon writes it when it records the agent, and removes it (docs/adr/0005).
         Instrumentation::OwnHooksFile(_) => {}
+        // Only after `volee setup HARNESS`; the entries then serve every launch.
+        Instrumentation::UserOptIn(_) => {}
         // Codex: `-c hooks.*` needs --dangerously-bypass-hook-trust (which would also run an
         // untrusted repository's hooks) and forces embedded mode; see docs/adr/0005.
         Instrumentation::ConfigOverrides | Instrumentation::None => {}
+        // It reports its states itself, to the agent id the daemon puts in its environment.
+        Instrumentation::BuiltIn => {}
+        // Its own HTTP server on a free loopback port, read by the daemon (the port is on the
+        // recorded command line).
+        Instrumentation::ServerPort(flag) => {
+            command.extend([
+                flag.to_string(),
+                free_loopback_port()?.to_string(),
+                "--hostname".to_string(),
+                "127.0.0.1".to_string(),
+            ]);
+        }
+    }
+    match join {
+        Some(volee_harness::instrument::Join::Args { args, file }) => {
+            let path = match file {
+                Some((name, json)) => {
+                    let dir = paths().runtime_dir.join("harness");
+                    let path = dir.join(name);
+                    write_private_json(&dir, &path, &json)?;
+                    Some(path.display().to_string())
+                }
+                None => None,
+            };
+            command.extend(args.into_iter().map(|a| match &path {
+                Some(p) => a.replace("{file}", p),
+                None => a,
+            }));
+        }
+        Some(volee_harness::instrument::Join::EnvJson { var, json }) => {
+            let mut merged = match std::env::var(var) {
+                Ok(text) if !text.trim().is_empty() => {
+                    serde_json::from_str(&text).map_err(|e| {
+                        CliError::user(format!("${var} is not valid JSON: {e}"))
+                            .hint("volee merges its MCP server into it")
+                    })?
+                }
+                _ => serde_json::json!({}),
+            };
+            volee_harness::instrument::merge_json(&mut merged, &json);
+            env.push((var.to_string(), merged.to_string()));
+        }
+        Some(volee_harness::instrument::Join::SystemDefaults { .. }) if hooks_extension => {
+            return Err(CliError::user(format!(
+                "{} takes volee's tools only through its system-defaults file, which it reads only when root owns it and every directory above",
+                profile.display_name
+            ))
+            .hint("launch without --join, or run volee where its runtime directory is root-owned"));
+        }
+        Some(volee_harness::instrument::Join::SystemDefaults { .. }) | None => {}
     }
     let session_id = match (opts.resume, profile.session_id_flag) {
         (Some(id), _) => {
@@ -230,7 +350,7 @@ pub fn launch_line(profile: &Profile, opts: &LaunchOptions) -> CliResult<Harness
                 )));
             }
             command.extend(profile.resume.iter().map(|a| a.replace("{id}", id)));
-            Some(id.to_string())
+            Some(id.to_string()).filter(|id| !id.is_empty())
         }
         (None, Some(flag)) => {
             let id = uuid_v4()?;
@@ -261,11 +381,21 @@ pub fn launch_line(profile: &Profile, opts: &LaunchOptions) -> CliResult<Harness
         "--worktree",
     )?);
     command.extend(opts.extra.iter().cloned());
+    let mut typed_prompt = None;
     if let Some(prompt) = opts.prompt {
         match profile.prompt {
             PromptStyle::AfterDoubleDash => command.extend(["--".to_string(), prompt.to_string()]),
             PromptStyle::Positional => command.push(prompt.to_string()),
             PromptStyle::Flag(f) => command.extend([f.to_string(), prompt.to_string()]),
+            // The daemon types it once the screen shows the harness ready.
+            PromptStyle::Typed => typed_prompt = Some(prompt.to_string()),
+            PromptStyle::Unsupported => {
+                return Err(CliError::user(format!(
+                    "{} takes no first prompt volee could verify on its command line",
+                    profile.display_name
+                ))
+                .hint("launch it without one, then: volee send ID TEXT"))
+            }
         }
     }
     Ok(HarnessLaunch {
@@ -275,7 +405,103 @@ pub fn launch_line(profile: &Profile, opts: &LaunchOptions) -> CliResult<Harness
         session_id,
         env,
         hooks_extension,
+        typed_prompt,
     })
+}
+
+/// `volee setup HARNESS [--undo]`: only Cursor keeps every hook in one file of the user's.
+pub fn setup(harness: &str, undo: bool) -> CliResult {
+    let Some(profile) = volee_harness::profile(harness) else {
+        return Err(CliError::user(format!("no harness profile {harness:?}"))
+            .hint("see them: volee profiles"));
+    };
+    let Instrumentation::UserOptIn(rel) = profile.instrumentation else {
+        return Err(CliError::user(format!(
+            "{} needs no setup: volee gives it its hooks at each launch, without touching its settings",
+            profile.display_name
+        )));
+    };
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .ok_or_else(|| CliError::env("HOME is not set"))?;
+    let path = home.join(rel);
+    if undo {
+        return match unsetup_cursor(&path)? {
+            0 => {
+                out(&format!("{} holds no hooks of volee's", path.display()));
+                Ok(())
+            }
+            n => {
+                out(&format!("took volee's {n} hooks out of {}", path.display()));
+                Ok(())
+            }
+        };
+    }
+    let existing = read_user_json(&path)?;
+    let bin = std::env::current_exe()
+        .map_err(|e| CliError::from_error(Exit::Internal, &e))?
+        .display()
+        .to_string();
+    let merged =
+        volee_harness::instrument::cursor_hooks_merge(existing.clone(), &bin).map_err(|why| {
+            CliError::user(format!(
+                "{} is not a hooks file volee understands: {why}",
+                path.display()
+            ))
+            .hint("volee changed nothing")
+        })?;
+    let dir = path.parent().unwrap_or(&home);
+    std::fs::create_dir_all(dir).map_err(|e| CliError::from_error(Exit::Environment, &e))?;
+    if existing.is_some() {
+        let backup = path.with_extension("json.volee-backup");
+        std::fs::copy(&path, &backup).map_err(|e| CliError::from_error(Exit::Environment, &e))?;
+        out(&format!("backup: {}", backup.display()));
+    }
+    write_user_json(&path, &merged)?;
+    out(&format!(
+        "volee's hooks are in {}; `volee setup {harness} --undo` or `volee down` takes them out",
+        path.display()
+    ));
+    Ok(())
+}
+
+/// Take volee's entries out of Cursor's hooks file; how many there were.
+pub fn unsetup_cursor(path: &Path) -> CliResult<usize> {
+    let Some(file) = read_user_json(path)? else {
+        return Ok(0);
+    };
+    let (cleaned, removed) = volee_harness::instrument::cursor_hooks_unmerge(file);
+    if removed > 0 {
+        write_user_json(path, &cleaned)?;
+    }
+    Ok(removed)
+}
+
+/// A JSON file of the user's; None when there is none.
+fn read_user_json(path: &Path) -> CliResult<Option<serde_json::Value>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
+            CliError::user(format!("{} is not valid JSON: {e}", path.display()))
+                .hint("volee changed nothing")
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(CliError::from_error(Exit::Environment, &e)),
+    }
+}
+
+/// Write a file of the user's atomically, keeping its permissions (0600 for a new one).
+fn write_user_json(path: &Path, value: &serde_json::Value) -> CliResult {
+    use std::os::unix::fs::PermissionsExt;
+    let mut bytes =
+        serde_json::to_vec_pretty(value).map_err(|e| CliError::from_error(Exit::Internal, &e))?;
+    bytes.push(b'\n');
+    let mode = std::fs::metadata(path)
+        .map(|m| m.permissions().mode() & 0o777)
+        .unwrap_or(0o600);
+    volee_daemon::persist::write_atomic(path, &bytes)
+        .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| CliError::from_error(Exit::Environment, &e))
 }
 
 /// Largest hook payload read (bigger ones are rejected, the harness unaffected).
@@ -287,6 +513,7 @@ const HOOK_FIELDS: &[&str] = &[
     "error",
     "reason",
     "source",
+    "status",
     "stop_reason",
     "stopReason",
     "tool_name",
@@ -392,8 +619,14 @@ pub fn profiles(json: bool) -> CliResult {
             Instrumentation::SystemDefaultsEnv(v) => format!("${v}"),
             Instrumentation::ConfigOverrides => "none (title and screen)".into(),
             Instrumentation::OwnHooksFile(d) => {
-                format!("~/{d}/{}", volee_harness::instrument::GROK_HOOKS_FILE)
+                format!(
+                    "~/{d}/{}",
+                    volee_harness::instrument::own_hooks_file_name(p.name)
+                )
             }
+            Instrumentation::BuiltIn => "built in (reports to the daemon)".into(),
+            Instrumentation::UserOptIn(f) => format!("~/{f} after volee setup {}", p.name),
+            Instrumentation::ServerPort(f) => format!("none; its server ({f} P)"),
             Instrumentation::None => "-".into(),
         };
         let states: Vec<String> = p
@@ -423,13 +656,18 @@ pub fn send(id: &str, text: &str, wait: Duration) -> CliResult {
         Response::Agent { agent } => agent,
         other => return Err(CliError::from_response(other)),
     };
+    out(&confirm_reaction(before, wait)?);
+    Ok(())
+}
+
+/// After a send: wait for the agent (as it was before, `before`) to react, and say how it did.
+pub fn confirm_reaction(before: volee_protocol::AgentView, wait: Duration) -> CliResult<String> {
     let waiting = |s: AgentState| matches!(s, AgentState::Idle | AgentState::NeedsYou);
     if !waiting(before.state) {
-        out(&format!(
+        return Ok(format!(
             "sent to {} ({} was {})",
             before.id, before.name, before.state
         ));
-        return Ok(());
     }
     let mut client = crate::commands::client()?;
     client.send(&Request::Watch {
@@ -445,11 +683,10 @@ pub fn send(id: &str, text: &str, wait: Duration) -> CliResult {
     loop {
         let now = Instant::now();
         if drew.is_some_and(|at| now >= at + GRACE) {
-            out(&format!(
+            return Ok(format!(
                 "sent to {}: it reacted (output; still {last})",
                 before.id
             ));
-            return Ok(());
         }
         let left = deadline.saturating_duration_since(now);
         if left.is_zero() {
@@ -471,8 +708,7 @@ pub fn send(id: &str, text: &str, wait: Duration) -> CliResult {
             Some(Response::Agent { agent }) => {
                 // A state change after the send (or a newer state_since) is the reaction.
                 if agent.state != before.state || agent.state_since != before.state_since {
-                    out(&format!("sent to {}: now {}", agent.id, agent.state));
-                    return Ok(());
+                    return Ok(format!("sent to {}: now {}", agent.id, agent.state));
                 }
                 if drew.is_none()
                     && agent.last_output.is_some()

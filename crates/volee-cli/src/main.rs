@@ -1,13 +1,16 @@
 //! `volee`: supervise AI coding agents from inside tmux. Parses, dispatches, prints errors.
 
 mod agent_cmd;
+mod agent_loop;
 mod commands;
 mod doctor;
 mod error;
 mod harness_cli;
+mod mcp;
 mod pane_exec;
 mod probe;
 mod tmux_ui;
+mod worktree;
 
 use std::path::PathBuf;
 
@@ -37,7 +40,7 @@ enum Command {
     Down,
     /// Start an agent in a new tmux window; prints its id.
     Launch(commands::LaunchArgs),
-    /// volee's own agent: manage its sessions (list, search, info, rename, fork, archive, export, delete).
+    /// volee's own agent (Ollama + a Docker sandbox) in this pane; --prompt for one turn; manage its sessions.
     Agent(agent_cmd::AgentArgs),
     /// List agents (launched and discovered); --all adds ended ones.
     Ls {
@@ -76,11 +79,23 @@ enum Command {
         id: String,
         #[arg(long)]
         json: bool,
+        /// Give it volee's MCP tools (as `launch --join`); kept anyway when it had them.
+        #[arg(long)]
+        join: bool,
     },
     /// Bring this terminal to the agent's pane (inside tmux: switch; outside: attach).
     Attach { id: String },
     /// End the agent and its whole process group (state `stopped`).
-    Stop { id: String },
+    Stop {
+        id: String,
+        /// Also remove its git worktree — only when that loses no uncommitted change and no
+        /// commit that no other branch or remote ref has.
+        #[arg(long)]
+        remove_worktree: bool,
+        /// With --remove-worktree: delete its branch too.
+        #[arg(long)]
+        delete_branch: bool,
+    },
     /// Interrupt the current turn without ending the agent.
     Interrupt { id: String },
     /// Type a prompt or an answer into the agent (its profile's input rules) and confirm it reacted.
@@ -100,8 +115,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Give a harness volee's hooks where it keeps them in one file of the user's (Cursor's
+    /// `~/.cursor/hooks.json`): a backup first, every other entry kept; `--undo` (or `volee down`)
+    /// takes them out again.
+    Setup {
+        harness: String,
+        #[arg(long)]
+        undo: bool,
+    },
     /// Entry point for harness hooks (JSON on stdin); always fast, never fails the harness.
     Hook { harness: String, event: String },
+    /// No notifications for a while (default 1h; "off" turns them back on now).
+    Quiet {
+        #[arg(value_name = "DURATION|off")]
+        duration: Option<String>,
+    },
+    /// volee's MCP server over stdio: tools to list agents, explain a state, wait for one, send
+    /// one a message and read its screen (what `launch --join` gives a harness).
+    Mcp,
     /// Print the last lines of the agent's screen, escape sequences removed.
     Peek {
         id: String,
@@ -176,6 +207,9 @@ fn main() {
     let result = match cli.command {
         Command::Up { no_attach } => tmux_ui::up(no_attach),
         Command::Down => tmux_ui::down(),
+        Command::Setup { harness, undo } => harness_cli::setup(&harness, undo),
+        Command::Mcp => mcp::serve(),
+        Command::Quiet { duration } => commands::quiet(duration.as_deref()),
         Command::Launch(args) => commands::launch(args),
         Command::Agent(args) => agent_cmd::run(args),
         Command::Ls { all, json, rescan } => commands::ls(all, json, rescan),
@@ -183,8 +217,12 @@ fn main() {
         Command::Explain { id, json } => commands::explain(&id, json),
         Command::Wait { id, until, timeout } => commands::wait(&id, &until, timeout),
         Command::Attach { id } => tmux_ui::attach(&id),
-        Command::Resume { id, json } => commands::resume(&id, json),
-        Command::Stop { id } => commands::stop(&id),
+        Command::Resume { id, json, join } => commands::resume(&id, json, join),
+        Command::Stop {
+            id,
+            remove_worktree,
+            delete_branch,
+        } => commands::stop_and_remove(&id, remove_worktree, delete_branch),
         Command::Interrupt { id } => commands::interrupt(&id),
         Command::Send { id, text, wait } => {
             harness_cli::send(&id, &text, std::time::Duration::from_secs(wait))

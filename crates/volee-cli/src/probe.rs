@@ -111,8 +111,8 @@ pub fn probe(name: &str) -> CliResult {
         .ok_or_else(|| {
             CliError::env(format!("{} is not installed", profile.display_name)).hint(
                 profile
-                    .package
-                    .map(|p| format!("it comes from the npm package {p}"))
+                    .install_hint()
+                    .map(|i| format!("install it: {i}"))
                     .unwrap_or_default(),
             )
         })?;

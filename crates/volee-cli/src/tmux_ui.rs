@@ -303,6 +303,18 @@ pub fn down() -> CliResult {
         }
     }
     crate::commands::daemon_stop()?;
+    // What `volee setup cursor` added to the user's own hooks file.
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+        let cursor = home.join(volee_harness::instrument::CURSOR_HOOKS_FILE);
+        match crate::harness_cli::unsetup_cursor(&cursor) {
+            Ok(0) => {}
+            Ok(n) => out(&format!(
+                "took volee's {n} hooks out of {}",
+                cursor.display()
+            )),
+            Err(e) => eprintln!("warning: {}: {}", cursor.display(), e.message),
+        }
+    }
     out(
         "volee is down: its key bindings, options and status line are removed; agents keep running",
     );
@@ -639,6 +651,7 @@ pub fn launch_line(socket: &Path, pane: &str, client_name: Option<String>) -> Cl
         profile_fit: volee_protocol::ProfileFit::Generic,
         session_id: None,
         hooks_extension: false,
+        typed_prompt: None,
         zellij_session: None,
     };
     match client.request(&Request::Launch(req))? {

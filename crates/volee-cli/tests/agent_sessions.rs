@@ -1,6 +1,6 @@
 //! `volee agent` session management through the real binary: every flag, text and `--json`,
 //! bad input and a session held by another writer. No Docker, no model, no daemon.
-//! Sessions are made with `volee-store` directly (the agent loop is a later issue).
+//! Sessions are made with `volee-store` directly (the loop itself: `tests/agent_loop.rs`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -379,17 +379,22 @@ fn a_damaged_session_is_listed_and_hides_nothing() {
 }
 
 #[test]
-fn the_agent_loop_is_not_built_yet() {
+fn the_agent_loop_says_what_is_missing() {
     let env = Env::new();
-    for args in [
-        vec![],
-        vec!["--prompt", "hi"],
-        vec!["--resume", "abc"],
-        vec!["--model", "gemma4"],
-    ] {
-        let err = fails(&env.agent(&args), 2);
-        assert!(err.contains("not built yet"), "{err}");
-    }
+    // Nothing listens on port 1: Ollama is "not running" (exit 3, with what to do).
+    let err = fails(
+        &env.agent(&["--prompt", "hi", "--ollama-url", "127.0.0.1:1"]),
+        3,
+    );
+    assert!(
+        err.contains("cannot reach Ollama") && err.contains("ollama serve"),
+        "{err}"
+    );
+    // An unknown session is a user error, found before anything else is tried.
+    let err = fails(&env.agent(&["--resume", "abc"]), 2);
+    assert!(err.contains("no session"), "{err}");
+    let err = fails(&env.agent(&["--approve-all"]), 2);
+    assert!(err.contains("--approve-all goes with --prompt"), "{err}");
     // Management flags are exclusive; --yes alone is a mistake.
     fails(&env.agent(&["--list-sessions", "--info", "x"]), 2);
     let err = fails(&env.agent(&["--yes"]), 2);

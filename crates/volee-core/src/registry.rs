@@ -55,6 +55,13 @@ pub struct AgentRecord {
     /// socket), asked once a second as the `listing` source.
     #[serde(default)]
     pub listing_socket: Option<String>,
+    /// The linked git worktree of its working directory, read when it was recorded.
+    #[serde(default)]
+    pub worktree: Option<volee_protocol::Worktree>,
+    /// A first prompt volee types once the screen shows the harness idle (Aider has no flag that
+    /// keeps its session interactive); cleared when typed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typed_prompt: Option<String>,
     pub pid: Option<u32>,
     pub created_at: Millis,
     pub ended_at: Option<Millis>,
@@ -83,6 +90,8 @@ impl AgentRecord {
             status_file: None,
             host_env: Vec::new(),
             listing_socket: None,
+            worktree: None,
+            typed_prompt: None,
             pid: None,
             created_at: now,
             ended_at: None,
@@ -142,6 +151,7 @@ impl AgentRecord {
             created_at: rfc3339(self.created_at),
             ended_at: self.ended_at.map(rfc3339),
             last_output: self.signals.last_output.map(rfc3339_ms),
+            worktree: self.worktree.clone(),
         }
     }
 

@@ -18,6 +18,8 @@ pub struct Config {
     pub log_max_bytes: u64,
     /// How often `/proc` is scanned for agents started outside volee; None = never.
     pub discovery_interval: Option<Duration>,
+    /// How the user is told when an agent needs them (`[notify]`).
+    pub notify: crate::notify::NotifyConfig,
 }
 
 impl Default for Config {
@@ -28,6 +30,7 @@ impl Default for Config {
             default_harness: None,
             log_max_bytes: 1024 * 1024,
             discovery_interval: Some(Duration::from_secs(3)),
+            notify: crate::notify::NotifyConfig::default(),
         }
     }
 }
@@ -41,6 +44,25 @@ struct ConfigFile {
     log_max_bytes: Option<u64>,
     /// A duration, or "off".
     discovery_interval: Option<String>,
+    notify: Option<NotifyFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NotifyFile {
+    enabled: Option<bool>,
+    tmux_message: Option<bool>,
+    message_time: Option<String>,
+    flash_status: Option<bool>,
+    desktop: Option<bool>,
+    bell: Option<bool>,
+    osc9: Option<bool>,
+    long_turn: Option<String>,
+    on_needs_you: Option<String>,
+    on_failed: Option<String>,
+    on_finished: Option<String>,
+    burst: Option<u32>,
+    burst_window: Option<String>,
 }
 
 /// A config file volee cannot use.
@@ -96,7 +118,27 @@ impl Config {
             }),
         };
         let d = Config::default();
+        let dn = d.notify.clone();
+        let notify = match file.notify {
+            None => dn,
+            Some(n) => crate::notify::NotifyConfig {
+                enabled: n.enabled.unwrap_or(dn.enabled),
+                tmux_message: n.tmux_message.unwrap_or(dn.tmux_message),
+                message_time: duration("notify.message_time", n.message_time, dn.message_time)?,
+                flash_status: n.flash_status.unwrap_or(dn.flash_status),
+                desktop: n.desktop.unwrap_or(dn.desktop),
+                bell: n.bell.unwrap_or(dn.bell),
+                osc9: n.osc9.unwrap_or(dn.osc9),
+                long_turn: duration("notify.long_turn", n.long_turn, dn.long_turn)?,
+                on_needs_you: n.on_needs_you,
+                on_failed: n.on_failed,
+                on_finished: n.on_finished,
+                burst: n.burst.unwrap_or(dn.burst).max(1),
+                burst_window: duration("notify.burst_window", n.burst_window, dn.burst_window)?,
+            },
+        };
         Ok(Config {
+            notify,
             retention: duration("retention", file.retention, d.retention)?,
             working_window: duration("working_window", file.working_window, d.working_window)?,
             default_harness: file.default_harness,
@@ -127,5 +169,26 @@ mod tests {
             .to_string()
             .contains("not a duration"));
         assert!(Config::parse("colour = 1", "c.toml").is_err());
+    }
+
+    #[test]
+    fn notify_settings_default_on_and_parse() {
+        let d = Config::parse("", "c.toml").unwrap().notify;
+        assert!(d.enabled && d.tmux_message && d.flash_status && d.desktop);
+        assert!(!d.bell && !d.osc9);
+        let c = Config::parse(
+            "[notify]\nbell = true\nlong_turn = \"2m\"\non_needs_you = \"cat > /tmp/x\"\n",
+            "c.toml",
+        )
+        .unwrap()
+        .notify;
+        assert!(c.bell);
+        assert_eq!(c.long_turn, Duration::from_secs(120));
+        assert_eq!(
+            c.command(crate::notify::Kind::NeedsYou),
+            Some("cat > /tmp/x")
+        );
+        assert!(Config::parse("[notify]\nlong_turn = \"soon\"\n", "c.toml").is_err());
+        assert!(Config::parse("[notify]\nsound = true\n", "c.toml").is_err());
     }
 }

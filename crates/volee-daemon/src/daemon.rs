@@ -66,6 +66,9 @@ struct DaemonFile {
     /// Hook files volee placed in a harness's own directory (Grok), with their harness.
     #[serde(default)]
     hook_files: Vec<(PathBuf, String)>,
+    /// `volee quiet`: no notifications until then (epoch ms); kept across daemon restarts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    quiet_until: Option<Millis>,
 }
 
 enum Msg {
@@ -92,6 +95,14 @@ enum Msg {
     CodexThreads {
         socket: String,
         threads: Result<Vec<crate::codex_server::CodexThread>, String>,
+    },
+    /// What an OpenCode agent's own server said (agent id, update).
+    Opencode(String, crate::opencode_server::Update),
+    /// A discovered agent's program answered `--version` (read off the actor: it can take
+    /// seconds, longer on a harness's first run).
+    VersionRead {
+        id: String,
+        version: String,
     },
     Shutdown,
 }
@@ -440,6 +451,47 @@ fn parse_dead(value: &str, at: Millis) -> Option<ExitFact> {
 
 const DEAD_FORMAT: &str = "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}";
 
+/// A submit key held back until the agent's pane settles.
+struct PendingSubmit {
+    /// Not before this (the typing time plus the profile's delay).
+    not_before: Millis,
+    /// Submitted by then whatever the pane does.
+    deadline: Millis,
+    /// Quiet time wanted after the typing and after the pane's latest output.
+    settle: Millis,
+    /// The typing time, then the pane's latest output.
+    last_output: Millis,
+    key: SubmitKey,
+}
+
+enum SubmitKey {
+    Tmux(volee_tmux::connection::CommandSender, String),
+    Zellij(volee_zellij::ZellijCli, u32, String),
+}
+
+impl PendingSubmit {
+    fn due(&self) -> Millis {
+        self.not_before
+            .max(self.last_output + self.settle)
+            .min(self.deadline)
+    }
+
+    fn fire(self) {
+        match self.key {
+            SubmitKey::Tmux(sender, line) => {
+                let _ = sender.send(line);
+            }
+            SubmitKey::Zellij(cli, pane, key) => {
+                tokio::spawn(async move {
+                    if let Err(e) = cli.send_keys(pane, &key).await {
+                        tracing::warn!("zellij send-keys terminal_{pane}: {e}");
+                    }
+                });
+            }
+        }
+    }
+}
+
 struct Daemon {
     paths: Paths,
     config: Config,
@@ -458,6 +510,14 @@ struct Daemon {
     /// Until when a pane's output is the echo of text volee typed (between its paste and the
     /// Enter that follows after the profile's delay): not the agent's own activity.
     echo_until: HashMap<String, Millis>,
+    /// Submit keys waiting for the pane to settle after volee typed ([`InputRules::settle_ms`]);
+    /// the pane's output meanwhile is echo.
+    pending_submits: HashMap<String, PendingSubmit>,
+    /// Notifications: their rate limits, quiet mode, the status line's flash.
+    limiter: crate::notify::Limiter,
+    quiet_until: Option<Millis>,
+    flash_until: Millis,
+    flashing: bool,
     last_status: HashMap<PathBuf, String>,
     /// When `/proc` was last scanned for harness processes started outside volee.
     last_scan: Millis,
@@ -482,6 +542,9 @@ struct Daemon {
     zellij_screens: HashMap<String, String>,
     /// Listing servers being asked right now (one request at a time per server).
     listing_in_flight: HashSet<String>,
+    /// One event-stream watch per live OpenCode agent with a server port.
+    opencode: crate::opencode_server::Watches,
+    opencode_report: crate::opencode_server::Report,
     /// Agents whose view changed since the last flush.
     changed: HashSet<String>,
     save_needed: bool,
@@ -507,7 +570,14 @@ impl Daemon {
                 }
             }
         });
+        let opencode_tx = tx.clone();
+        let opencode_report: crate::opencode_server::Report =
+            std::sync::Arc::new(move |id, update| {
+                let _ = opencode_tx.send(Msg::Opencode(id, update));
+            });
         Daemon {
+            opencode: crate::opencode_server::Watches::default(),
+            opencode_report,
             zellij: HashMap::new(),
             zellij_tx,
             zellij_screens: HashMap::new(),
@@ -525,6 +595,11 @@ impl Daemon {
             watchers: Vec::new(),
             screen_checked: HashMap::new(),
             echo_until: HashMap::new(),
+            pending_submits: HashMap::new(),
+            limiter: crate::notify::Limiter::default(),
+            quiet_until: None,
+            flash_until: 0,
+            flashing: false,
             last_status: HashMap::new(),
             exit_retries: HashMap::new(),
             title_read_at: HashMap::new(),
@@ -550,6 +625,7 @@ impl Daemon {
                 });
                 self.tmux_servers = file.tmux_servers.into_iter().collect();
                 self.hook_files = file.hook_files.into_iter().collect();
+                self.quiet_until = file.quiet_until.filter(|u| *u > now_ms());
                 tracing::info!("loaded {} agents", self.registry.len());
             }
             Ok(Loaded::Missing) => {}
@@ -573,6 +649,7 @@ impl Daemon {
                 .iter()
                 .map(|(p, h)| (p.clone(), h.clone()))
                 .collect(),
+            quiet_until: self.quiet_until.filter(|u| *u > now_ms()),
         };
         match persist::save_json(&self.paths.registry(), &file) {
             Ok(()) => self.save_needed = false,
@@ -647,11 +724,28 @@ impl Daemon {
             })
             .flatten()
             .min();
-        [agents, scan].into_iter().flatten().min()
+        let submits = self.pending_submits.values().map(PendingSubmit::due).min();
+        let summary = self.limiter.summary_due(&self.config.notify);
+        let flash = self.flashing.then_some(self.flash_until);
+        [agents, scan, submits, summary, flash, self.quiet_until]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn on_timer(&mut self) {
         let now = now_ms();
+        let due: Vec<String> = self
+            .pending_submits
+            .iter()
+            .filter(|(_, p)| now >= p.due())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in due {
+            if let Some(p) = self.pending_submits.remove(&id) {
+                p.fire();
+            }
+        }
         if now >= self.last_listing_poll + LISTING_POLL_MS {
             self.last_listing_poll = now;
             self.poll_status_files();
@@ -699,6 +793,17 @@ impl Daemon {
             volee_procscan::find_agents(&procs, &self.process_rules)
                 .into_iter()
                 .filter(|f| !crate::discovery::is_launched(f, &parents, &launched))
+                .filter(|f| {
+                    f.harness != "opencode"
+                        || !procs.iter().any(|p| {
+                            p.stat.pid == f.pid
+                                && crate::opencode_server::not_an_agent(
+                                    &f.harness,
+                                    &p.argv,
+                                    &root.environ(f.pid).unwrap_or_default(),
+                                )
+                        })
+                })
                 .collect();
         // A launcher chain may still be growing when a scan sees it (Qwen's launcher starts a
         // second and then a third node process): an agent found at a process that is now a
@@ -820,20 +925,26 @@ impl Daemon {
                 .cwd(f.pid)
                 .map(|p| p.display().to_string())
                 .unwrap_or_default();
-            // The installed version decides the screen rules (profile_fit), as at launch.
-            let version = read_version(
-                &crate::discovery::version_command(&proc_.argv, root.exe(f.pid).as_deref()),
-                var("HOME"),
-            )
-            .await;
-            let fit = match (
-                &version,
-                volee_harness::profile(&f.harness).and_then(|p| p.measured),
-            ) {
-                (Some(v), Some(range)) if range.contains(v) => ProfileFit::Measured,
-                (Some(_), Some(_)) => ProfileFit::OtherVersion,
-                _ => ProfileFit::Generic,
-            };
+            // The installed version decides the screen rules (profile_fit), as at launch. Asked
+            // off the actor (a `--version` can take seconds: Copilot unpacks itself on its first
+            // run); generic rules until it answers.
+            {
+                let command =
+                    crate::discovery::version_command(&proc_.argv, root.exe(f.pid).as_deref());
+                let (home, tx, id) = (var("HOME"), self.tx.clone(), id.clone());
+                tokio::spawn(async move {
+                    let mut version =
+                        read_version(&command, home.clone(), Duration::from_secs(3)).await;
+                    if version.is_none() {
+                        version = read_version(&command, home, Duration::from_secs(30)).await;
+                    }
+                    if let Some(version) = version {
+                        let _ = tx.send(Msg::VersionRead { id, version });
+                    }
+                });
+            }
+            let version = None;
+            let fit = ProfileFit::Generic;
             let mut record = AgentRecord::launched(
                 NewAgent {
                     id: id.clone(),
@@ -852,6 +963,7 @@ impl Daemon {
             );
             record.origin = Origin::Discovered;
             record.pid = Some(f.pid);
+            record.worktree = crate::worktree::linked_worktree(Path::new(&record.cwd));
             record.status_file = var("HOME")
                 .and_then(|home| {
                     volee_harness::listing::status_file(
@@ -1149,8 +1261,29 @@ impl Daemon {
             Msg::StatusFilesChanged => self.poll_status_files(),
             Msg::Zellij(session, msg) => self.on_zellij(&session, msg),
             Msg::CodexThreads { socket, threads } => self.on_codex_threads(&socket, threads),
+            Msg::Opencode(id, update) => self.on_opencode(&id, update),
+            Msg::VersionRead { id, version } => self.on_version(&id, version),
             Msg::Shutdown => self.shutting_down = true,
         }
+    }
+
+    /// A discovered agent's version: its profile fit, hence its screen rules, from now on.
+    fn on_version(&mut self, id: &str, version: String) {
+        let Some(a) = self.registry.get_mut(id) else {
+            return;
+        };
+        if a.harness_version.is_some() {
+            return;
+        }
+        a.profile_fit = match volee_harness::profile(&a.harness).and_then(|p| p.measured) {
+            Some(range) if range.contains(&version) => ProfileFit::Measured,
+            Some(_) => ProfileFit::OtherVersion,
+            None => ProfileFit::Generic,
+        };
+        a.harness_version = Some(version);
+        self.screen_checked.remove(id);
+        self.changed.insert(id.to_string());
+        self.save_needed = true;
     }
 
     /// Ask each listing server of live agents (Codex's app-server) for its threads, without
@@ -1230,6 +1363,68 @@ impl Daemon {
             if !same {
                 agent.signals.listing = Some(HookSignal {
                     at: now,
+                    event,
+                    state,
+                });
+            }
+        }
+    }
+
+    /// Watch the server of every live OpenCode agent whose command line names a loopback port;
+    /// stop watching ended ones (`opencode_server`).
+    fn sync_opencode_watches(&mut self) {
+        let now = now_ms();
+        let wanted = self
+            .registry
+            .iter()
+            .filter(|a| !a.is_ended())
+            .filter_map(|a| {
+                let port = crate::opencode_server::server_port(&a.harness, &a.command)?;
+                Some(crate::opencode_server::Wanted {
+                    id: a.id.clone(),
+                    port,
+                    session: a.session_id.clone(),
+                    // Only right after the launch: a restarted daemon must not type it again.
+                    prompt: (a.origin == Origin::Launched && now < a.created_at + 60_000)
+                        .then(|| crate::opencode_server::resume_prompt(&a.command))
+                        .flatten(),
+                })
+            })
+            .collect();
+        self.opencode.sync(wanted, &self.opencode_report);
+    }
+
+    /// An OpenCode server's event or snapshot: the agent's `listing` state and session id.
+    fn on_opencode(&mut self, id: &str, update: crate::opencode_server::Update) {
+        if let crate::opencode_server::Update::PromptDelivered(result) = &update {
+            match result {
+                Ok(n) => {
+                    tracing::info!("agent {id}: first prompt handed to OpenCode ({n} attempts)")
+                }
+                Err(e) => tracing::warn!("agent {id}: first prompt not handed to OpenCode: {e}"),
+            }
+        }
+        let Some((observation, session)) = self.opencode.apply(id, &update) else {
+            return;
+        };
+        let Some(agent) = self.registry.get_mut(id).filter(|a| !a.is_ended()) else {
+            return;
+        };
+        if let (None, Some(session)) = (&agent.session_id, session) {
+            tracing::info!("agent {id}: OpenCode session {session}");
+            agent.session_id = Some(session);
+            self.changed.insert(id.to_string());
+            self.save_needed = true;
+        }
+        if let Some((state, event)) = observation {
+            let same = agent
+                .signals
+                .listing
+                .as_ref()
+                .is_some_and(|l| l.event == event && l.state == state);
+            if !same {
+                agent.signals.listing = Some(HookSignal {
+                    at: now_ms(),
                     event,
                     state,
                 });
@@ -1393,6 +1588,10 @@ impl Daemon {
             return;
         };
         self.zellij_screens.insert(id.clone(), lines.join("\n"));
+        if let Some(p) = self.pending_submits.get_mut(&id).filter(|_| activity) {
+            p.last_output = now;
+            return;
+        }
         if !activity || self.echo_until.get(&id).is_some_and(|until| now < *until) {
             return;
         }
@@ -1445,7 +1644,8 @@ impl Daemon {
     }
 
     /// Send each zellij session's plugins the agents to show and the panes to watch, when that
-    /// changed (one short `zellij pipe` process per change).
+    /// changed (a short `zellij pipe` process per change; changes made while one is under way
+    /// are sent as one).
     fn push_zellij_agents(&mut self) {
         if self.zellij.is_empty() {
             return;
@@ -1477,12 +1677,7 @@ impl Daemon {
                 continue;
             }
             watch.last_agents = json;
-            let cli = watch.cli.clone();
-            tokio::spawn(async move {
-                if let Err(e) = cli.pipe_command(&command).await {
-                    tracing::debug!("zellij pipe to the plugin: {e}");
-                }
-            });
+            watch.send_agents(command);
         }
     }
 
@@ -1701,6 +1896,11 @@ impl Daemon {
                 ..
             } => {
                 if let Some(id) = self.agent_by_pane(&key.socket, &pane) {
+                    if let Some(p) = self.pending_submits.get_mut(&id) {
+                        // Still drawing what volee typed: the submit waits for it to settle.
+                        p.last_output = now;
+                        return;
+                    }
                     if self.echo_until.get(&id).is_some_and(|until| now < *until) {
                         // The harness drawing what volee is typing into its input box.
                         return;
@@ -1972,6 +2172,197 @@ impl Daemon {
         self.remove_unneeded_hook_files();
     }
 
+    /// Tell the user about agent `id` (one transition), by every channel the config enables —
+    /// unless notifications are off or quiet, the limiter holds it, or the user is looking at
+    /// the agent's pane right now.
+    async fn notify(&mut self, id: &str, kind: crate::notify::Kind, now: Millis) {
+        let cfg = self.config.notify.clone();
+        if !cfg.enabled || self.quiet_until.is_some_and(|u| now < u) {
+            return;
+        }
+        let Some(view) = self.registry.get(id).map(|a| a.view()) else {
+            return;
+        };
+        // Only what the user cannot see: a client showing the pane needs no ping.
+        let clients = match &view.host {
+            Host::Tmux { pane, .. } => {
+                let clients = self.tmux_clients(id).await;
+                if clients.iter().any(|c| &c.pane == pane) {
+                    tracing::debug!(
+                        "{id} {}: its pane is on screen, no notification",
+                        kind.as_str()
+                    );
+                    return;
+                }
+                clients
+            }
+            _ => Vec::new(),
+        };
+        match self.limiter.admit(id, kind, now, &cfg) {
+            crate::notify::Admit::Send => {}
+            other => {
+                tracing::debug!("{id} {}: {other:?}", kind.as_str());
+                return;
+            }
+        }
+        let text = crate::notify::message(&view.name, &view.id, kind, &view.evidence);
+        tracing::info!("notify: {text}");
+        self.deliver(&text, &clients).await;
+        if let Some(command) = cfg.command(kind) {
+            run_notify_command(command, kind, &view);
+        }
+    }
+
+    /// One message for the notifications the burst limit held back.
+    async fn notify_summary(&mut self, held: u32) {
+        if held == 0 || self.quiet_until.is_some_and(|u| now_ms() < u) {
+            return;
+        }
+        let text = format!(
+            "volee: {held} more agent change{} (volee ls)",
+            if held == 1 { "" } else { "s" }
+        );
+        tracing::info!("notify: {text}");
+        // Every attached client of every server volee watches.
+        let ids: Vec<String> = self
+            .registry
+            .iter()
+            .filter(|a| !a.is_ended() && matches!(a.host, Host::Tmux { .. }))
+            .map(|a| a.id.clone())
+            .collect();
+        let mut seen = HashSet::new();
+        let mut clients = Vec::new();
+        for id in ids {
+            for c in self.tmux_clients(&id).await {
+                if seen.insert((c.socket.clone(), c.name.clone())) {
+                    clients.push(c);
+                }
+            }
+        }
+        self.deliver(&text, &clients).await;
+    }
+
+    /// The tmux clients attached to agent `id`'s server (control-mode clients excluded).
+    async fn tmux_clients(&self, id: &str) -> Vec<TmuxClient> {
+        let socket = self
+            .registry
+            .get(id)
+            .and_then(|a| host_socket(&a.host).map(Path::to_path_buf))
+            .unwrap_or_default();
+        let format = "#{client_name}\t#{client_control_mode}\t#{pane_id}\t#{client_tty}";
+        match self.tmux_command(id, &["list-clients", "-F", format]).await {
+            Ok(text) => text
+                .lines()
+                .filter_map(|l| {
+                    let f: Vec<&str> = l.split('\t').collect();
+                    (f.len() == 4 && f[1] != "1").then(|| TmuxClient {
+                        socket: socket.clone(),
+                        name: f[0].to_string(),
+                        pane: f[2].to_string(),
+                        tty: f[3].to_string(),
+                    })
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The message on those clients, the status line's flash, the desktop, bell and OSC 9, as
+    /// configured.
+    async fn deliver(&mut self, text: &str, clients: &[TmuxClient]) {
+        let cfg = self.config.notify.clone();
+        if cfg.tmux_message {
+            let escaped = volee_view::tmux_text(text, 200);
+            let ms = cfg.message_time.as_millis().to_string();
+            for c in clients {
+                let shown = match self
+                    .conns
+                    .iter()
+                    .find(|(k, conn)| k.socket == c.socket && conn.is_open())
+                {
+                    Some((_, conn)) => {
+                        match command_line(&["display-message", "-c", &c.name, "-d", &ms, &escaped])
+                        {
+                            Ok(line) => conn.request(line).await.is_ok_and(|r| r.ok),
+                            Err(_) => false,
+                        }
+                    }
+                    None => TmuxServer::new(&c.socket)
+                        .run_async(&["display-message", "-c", &c.name, "-d", &ms, &escaped])
+                        .await
+                        .is_ok(),
+                };
+                if !shown {
+                    tracing::debug!("display-message on {} failed", c.name);
+                }
+            }
+        }
+        if cfg.flash_status {
+            self.flashing = true;
+            self.flash_until = now_ms() + 3000;
+            self.changed.insert(String::new());
+        }
+        if cfg.bell || cfg.osc9 {
+            let mut bytes = Vec::new();
+            if cfg.osc9 {
+                let plain: String = text.chars().filter(|c| !c.is_control()).collect();
+                bytes.extend_from_slice(format!("\x1b]9;{plain}\x1b\\").as_bytes());
+            }
+            if cfg.bell {
+                bytes.push(0x07);
+            }
+            for c in clients {
+                write_to_tty(&c.tty, &bytes);
+            }
+        }
+        if cfg.desktop && desktop_available() {
+            // Servers that announce `body-markup` read the body as markup: an agent's name or
+            // title must show as written.
+            let text = text
+                .replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;");
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = notify_rust::Notification::new()
+                    .summary("volee")
+                    .body(&text)
+                    .appname("volee")
+                    .timeout(notify_rust::Timeout::Milliseconds(6000))
+                    .show()
+                {
+                    tracing::debug!("desktop notification: {e}");
+                }
+            });
+        }
+    }
+
+    /// Type the first prompt of each agent that waits for one and whose screen now says idle
+    /// (a screen rule, not mere silence: a harness still starting up, or asking a question, is
+    /// not ready for it).
+    async fn type_first_prompts(&mut self) {
+        let ready: Vec<(String, String)> = self
+            .registry
+            .iter()
+            .filter(|a| {
+                a.decision.state == volee_protocol::AgentState::Idle
+                    && a.decision.source == volee_protocol::StateSource::Screen
+            })
+            .filter_map(|a| Some((a.id.clone(), a.typed_prompt.clone()?)))
+            .collect();
+        for (id, prompt) in ready {
+            if let Some(a) = self.registry.get_mut(&id) {
+                a.typed_prompt = None;
+            }
+            self.save_needed = true;
+            match self.send_text(&id, &prompt).await {
+                Response::Agent { .. } => {
+                    tracing::info!("agent {id}: typed its first prompt");
+                }
+                other => tracing::warn!("agent {id}: could not type its first prompt: {other:?}"),
+            }
+        }
+    }
+
     async fn ensure_connection(&mut self, key: &SessionKey) -> Result<(), String> {
         if self.conns.get(key).is_some_and(|c| c.is_open()) {
             return Ok(());
@@ -1994,14 +2385,30 @@ impl Daemon {
 
     /// Re-decide states, notify watchers, persist and push the status line.
     async fn flush(&mut self) {
+        self.sync_opencode_watches();
         let now = now_ms();
         let mut state_changed = false;
+        let mut news: Vec<(String, crate::notify::Kind)> = Vec::new();
         for agent in self.registry.iter_mut() {
             let before = agent.decision.state;
+            let before_since = agent.state_since;
             if agent.reevaluate(now, &self.arbiter) {
                 self.changed.insert(agent.id.clone());
                 if agent.decision.state != before {
                     state_changed = true;
+                    let working_ms = if before == volee_protocol::AgentState::Working {
+                        now.saturating_sub(before_since)
+                    } else {
+                        0
+                    };
+                    if let Some(kind) = crate::notify::classify(
+                        before,
+                        agent.decision.state,
+                        working_ms,
+                        self.config.notify.long_turn,
+                    ) {
+                        news.push((agent.id.clone(), kind));
+                    }
                     tracing::debug!(
                         "{} {} -> {} ({})",
                         agent.id,
@@ -2012,7 +2419,25 @@ impl Daemon {
                 }
             }
         }
+        for (id, kind) in news {
+            self.notify(&id, kind, now).await;
+        }
+        if let Some(held) = self.limiter.take_summary(now, &self.config.notify) {
+            self.notify_summary(held).await;
+        }
+        // The flash ends: the plain status line again.
+        if self.flashing && now >= self.flash_until {
+            self.flashing = false;
+            self.changed.insert(String::new());
+        }
+        // Quiet ends: notifications on again, and the status line says so.
+        if self.quiet_until.is_some_and(|u| now >= u) {
+            self.quiet_until = None;
+            self.save_needed = true;
+            self.changed.insert(String::new());
+        }
         if state_changed {
+            self.type_first_prompts().await;
             self.save_needed = true;
             self.drop_unwatched_connections();
             self.update_zellij_watches();
@@ -2045,8 +2470,9 @@ impl Daemon {
         }
     }
 
-    /// Grok Build has no per-launch hooks: the launch puts one file of volee's own into
-    /// `~/.grok/hooks/`; it goes as soon as no live agent of that harness needs it.
+    /// Grok Build and Copilot CLI have no per-launch hooks: the launch puts one file of volee's
+    /// own into `~/.grok/hooks/` or `~/.copilot/hooks/` (`$COPILOT_HOME/hooks/`); it goes as soon
+    /// as no live agent of that harness needs it.
     fn remove_unneeded_hook_files(&mut self) {
         let unneeded: Vec<(PathBuf, String)> = self
             .hook_files
@@ -2120,7 +2546,14 @@ impl Daemon {
     /// an existing control connection when there is one (no process spawned).
     async fn push_status(&mut self) {
         let views: Vec<AgentView> = self.views(true);
-        let text = volee_view::status_tmux(&volee_view::Counts::from_agents(&views));
+        let mut text = volee_view::status_tmux(&volee_view::Counts::from_agents(&views));
+        if self.flashing {
+            text = format!("#[reverse]{text}#[noreverse]");
+        }
+        // `volee quiet` is on: say so, or agents that need the user go unnoticed for hours.
+        if self.quiet_until.is_some() {
+            text.push_str(" #[dim]quiet#[default]");
+        }
         let mut sockets: BTreeSet<PathBuf> = self.tmux_servers.clone();
         // A server that only hosts discovered agents is the user's own business until they
         // `tmux-init` it: volee sets nothing there.
@@ -2169,6 +2602,7 @@ impl Daemon {
     /// Remove an ended agent and its dead pane.
     fn forget(&mut self, id: &str) {
         self.echo_until.remove(id);
+        self.pending_submits.remove(id);
         self.zellij_screens.remove(id);
         if let Some(agent) = self.registry.remove(id) {
             if let Host::Tmux { socket, pane, .. } = &agent.host {
@@ -2264,6 +2698,18 @@ impl Daemon {
                 Response::Ok
             }
             Request::Shutdown => Response::Ok,
+            Request::Quiet { until_ms } => {
+                self.quiet_until = until_ms.filter(|u| *u > now_ms());
+                // Saved before the answer: a daemon killed right after still keeps quiet.
+                self.save();
+                self.changed.insert(String::new());
+                Response::Text {
+                    text: match self.quiet_until {
+                        Some(u) => format!("quiet until {}", volee_core::registry::rfc3339(u)),
+                        None => "notifications on".into(),
+                    },
+                }
+            }
         }
     }
 
@@ -2389,6 +2835,8 @@ impl Daemon {
         if volee_harness::listing::has_listing_server(&req.harness) {
             record.listing_socket = codex_socket(&req.env);
         }
+        record.typed_prompt = req.typed_prompt.clone().filter(|p| !p.is_empty());
+        record.worktree = crate::worktree::linked_worktree(Path::new(&req.cwd));
         let view = record.view();
         self.registry.insert(record);
         self.save();
@@ -2463,6 +2911,8 @@ impl Daemon {
         if volee_harness::listing::has_listing_server(&req.harness) {
             record.listing_socket = codex_socket(&req.env);
         }
+        record.typed_prompt = req.typed_prompt.clone().filter(|p| !p.is_empty());
+        record.worktree = crate::worktree::linked_worktree(Path::new(&req.cwd));
         let view = record.view();
         self.registry.insert(record);
         self.save();
@@ -2521,26 +2971,28 @@ impl Daemon {
         if let Some(volee_harness::Instrumentation::OwnHooksFile(dir)) =
             volee_harness::profile(&req.harness).map(|p| p.instrumentation)
         {
-            let home = req
-                .env
-                .iter()
-                .find(|(k, _)| k == "HOME")
-                .map(|(_, v)| PathBuf::from(v))
-                .or_else(|| std::env::var_os("HOME").map(PathBuf::from));
-            let Some(home) = home else {
-                return Err(Box::new(env_error(
-                    "HOME is not set: cannot place the harness's hooks file",
-                    vec![],
-                )));
+            // The launch's own environment (Copilot's COPILOT_HOME moves its hooks directory);
+            // HOME falls back to the daemon's.
+            let var = |key: &str| {
+                req.env
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .map(|(_, v)| v.clone())
+                    .or_else(|| {
+                        (key == "HOME")
+                            .then(|| std::env::var("HOME").ok())
+                            .flatten()
+                    })
             };
-            let path = home
-                .join(dir)
-                .join(volee_harness::instrument::GROK_HOOKS_FILE);
+            let path = volee_harness::instrument::own_hooks_path(&req.harness, dir, var)
+                .map_err(|e| Box::new(env_error(&e, vec![])))?;
             let settings = volee_harness::instrument::hooks_settings(
                 &req.harness,
                 &volee_bin.display().to_string(),
             );
-            let written = std::fs::create_dir_all(home.join(dir))
+            let written = path
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
                 .map_err(|e| e.to_string())
                 .and_then(|()| persist::save_json(&path, &settings).map_err(|e| e.to_string()));
             if let Err(e) = written {
@@ -2727,6 +3179,10 @@ impl Daemon {
             return internal_error("agent vanished");
         };
         let before = agent.view();
+        // Text sent before the previous text's submit: that one goes first.
+        if let Some(p) = self.pending_submits.remove(&id) {
+            p.fire();
+        }
         let input = volee_harness::profile(&agent.harness)
             .map(|p| p.input)
             .unwrap_or(volee_harness::InputRules {
@@ -2734,6 +3190,7 @@ impl Daemon {
                 enter_delay_ms: 0,
                 submit_key: "Enter",
                 interrupt_key: "C-c",
+                settle_ms: 0,
             });
         // An answer to a prompt or dialog (`y`, `1`) is a keystroke, not a paste: selection
         // dialogs ignore pasted text.
@@ -2772,6 +3229,19 @@ impl Daemon {
         // without holding the daemon up.
         let submit = command_line(&["send-keys", "-t", &pane, input.submit_key]);
         match (self.conn_of(&id).map(|(c, _)| c.handle()), submit) {
+            (Some(sender), Ok(line)) if input.settle_ms > 0 => {
+                let now = now_ms();
+                self.pending_submits.insert(
+                    id.clone(),
+                    PendingSubmit {
+                        not_before: now + input.enter_delay_ms,
+                        deadline: now + volee_harness::profile::SUBMIT_SETTLE_MAX_MS,
+                        settle: input.settle_ms,
+                        last_output: now,
+                        key: SubmitKey::Tmux(sender, line),
+                    },
+                );
+            }
             (Some(sender), Ok(line)) => {
                 let delay = Duration::from_millis(input.enter_delay_ms);
                 tokio::spawn(async move {
@@ -2807,6 +3277,9 @@ impl Daemon {
             return internal_error("agent vanished");
         };
         let before = agent.view();
+        if let Some(p) = self.pending_submits.remove(id) {
+            p.fire();
+        }
         let input = volee_harness::profile(&agent.harness).map(|p| p.input);
         let delay = input.map(|i| i.enter_delay_ms).unwrap_or(0);
         let submit = zellij_key(input.map(|i| i.submit_key).unwrap_or("Enter"));
@@ -2817,6 +3290,21 @@ impl Daemon {
             if delay > 0 {
                 self.echo_until.insert(id.to_string(), now_ms() + delay);
             }
+        }
+        let settle = input.map(|i| i.settle_ms).unwrap_or(0);
+        if settle > 0 {
+            let now = now_ms();
+            self.pending_submits.insert(
+                id.to_string(),
+                PendingSubmit {
+                    not_before: now + delay,
+                    deadline: now + volee_harness::profile::SUBMIT_SETTLE_MAX_MS,
+                    settle,
+                    last_output: now,
+                    key: SubmitKey::Zellij(cli.clone(), pane, submit),
+                },
+            );
+            return Response::Agent { agent: before };
         }
         let cli = cli.clone();
         tokio::spawn(async move {
@@ -2872,6 +3360,13 @@ impl Daemon {
             let id = agent.id.clone();
             let text = match self.live_zellij(&id) {
                 Some(Ok((_, cli, pane))) => match cli.dump_screen(pane).await {
+                    // zellij 0.45.1 answers a command-line action after at most 1 s: when its
+                    // screen thread is slower (a loaded machine), `dump-screen` prints nothing
+                    // and succeeds. The screen `zellij subscribe` (or the plugin) last pushed is
+                    // then the best there is.
+                    Ok(t) if t.trim().is_empty() => {
+                        self.zellij_screens.get(&id).cloned().unwrap_or(t)
+                    }
                     Ok(t) => t,
                     Err(e) => return zellij_error_response(&e),
                 },
@@ -2944,6 +3439,73 @@ impl Daemon {
     }
 }
 
+/// A tmux client attached to a server volee watches.
+#[derive(Debug, Clone)]
+struct TmuxClient {
+    socket: PathBuf,
+    name: String,
+    /// The pane it shows.
+    pane: String,
+    tty: String,
+}
+
+/// Is there a session bus to send desktop notifications to?
+pub fn desktop_available() -> bool {
+    std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some_and(|v| !v.is_empty())
+}
+
+/// Write `bytes` to a client's terminal (a tty device of the user's), never blocking.
+fn write_to_tty(tty: &str, bytes: &[u8]) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if !tty.starts_with("/dev/") || bytes.is_empty() {
+        return;
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
+        .open(tty)
+    {
+        let _ = f.write_all(bytes);
+    }
+}
+
+/// The user's command for a notification (`sh -c`), the agent's JSON on its stdin,
+/// `VOLEE_EVENT` and `VOLEE_AGENT_ID` in its environment; killed after 30 s.
+fn run_notify_command(command: &str, kind: crate::notify::Kind, view: &AgentView) {
+    let json = match serde_json::to_vec(view) {
+        Ok(j) => j,
+        Err(_) => return,
+    };
+    let child = tokio::process::Command::new("sh")
+        .args(["-c", command])
+        .env("VOLEE_EVENT", kind.as_str())
+        .env("VOLEE_AGENT_ID", &view.id)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!("notification command {command:?}: {e}");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        if let Some(mut stdin) = child.stdin.take() {
+            let _ = stdin.write_all(&json).await;
+        }
+        if tokio::time::timeout(Duration::from_secs(30), child.wait())
+            .await
+            .is_err()
+        {
+            let _ = child.kill().await;
+        }
+    });
+}
+
 /// Is `pid` alive, not a zombie, and still the leader of its own process group (so signalling
 /// the group cannot hit an unrelated process that reused the pid)?
 fn process_group_leader_alive(pid: u32) -> bool {
@@ -2982,8 +3544,8 @@ fn parse_zombie_stat(stat: &str) -> Option<(Option<i32>, Option<i32>)> {
     })
 }
 
-/// `PROGRAM … --version`, bounded to 3 s; the first line when it holds a version number.
-async fn read_version(command: &[String], home: Option<String>) -> Option<String> {
+/// `PROGRAM … --version`, bounded to `limit`; the first line when it holds a version number.
+async fn read_version(command: &[String], home: Option<String>, limit: Duration) -> Option<String> {
     let (program, args) = command.split_first()?;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
@@ -2993,10 +3555,7 @@ async fn read_version(command: &[String], home: Option<String>) -> Option<String
     if let Some(home) = home {
         cmd.env("HOME", home);
     }
-    let out = tokio::time::timeout(Duration::from_secs(3), cmd.output())
-        .await
-        .ok()?
-        .ok()?;
+    let out = tokio::time::timeout(limit, cmd.output()).await.ok()?.ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
         .lines()
@@ -3008,7 +3567,8 @@ async fn read_version(command: &[String], home: Option<String>) -> Option<String
 
 /// The session id a harness process publishes: its harness's session file (Claude and Qwen
 /// `sessions/<pid>.json`, Grok `active_sessions.json`, under the process's own HOME), else a
-/// transcript it holds open (Codex's rollout file). Never the newest transcript on disk: with two
+/// transcript it holds open (Codex's rollout file; Copilot's `inuse.<pid>.hold`), else Copilot's
+/// `inuse.<pid>.lock`. Never the newest transcript on disk: with two
 /// agents in one folder that guess is wrong half the time.
 fn published_session_id(
     root: &volee_procscan::ProcRoot,
@@ -3032,6 +3592,16 @@ fn published_session_id(
         root.open_files(pid)
             .iter()
             .find_map(|p| volee_harness::listing::session_id_from_open_file(harness, p))
+    })
+    .or_else(|| {
+        // Copilot's `session-state/<id>/inuse.<pid>.lock`, under its COPILOT_HOME (when its
+        // open files cannot be read).
+        if harness != "copilot" {
+            return None;
+        }
+        let var = |key: &str| env.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        let home = volee_harness::listing::copilot_home(var)?;
+        volee_harness::listing::copilot_session_from_lock_files(&home, pid)
     })
 }
 

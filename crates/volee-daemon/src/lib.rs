@@ -12,8 +12,11 @@ pub mod config;
 pub mod daemon;
 pub mod discovery;
 pub mod logging;
+pub mod notify;
+pub mod opencode_server;
 pub mod paths;
 pub mod persist;
+pub mod worktree;
 pub mod zellij_host;
 
 pub use client::{ensure_daemon, Client, ClientError};

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use volee_protocol::zellij::{PluginEvent, PIPE_VERSION};
+use volee_protocol::zellij::{PluginCommand, PluginEvent, PIPE_VERSION};
 use volee_zellij::{ListedPane, ZellijCli};
 
 /// What a watch reports to the daemon.
@@ -44,6 +44,9 @@ pub struct ZellijWatch {
     watched: Arc<Mutex<BTreeSet<u32>>>,
     /// The last `Agents` command sent to the plugins (to send only changes).
     pub last_agents: String,
+    /// The newest `Agents` command for the plugins; one task sends it, skipping any that a newer
+    /// one replaced while a send was under way.
+    agents_tx: tokio::sync::watch::Sender<Option<PluginCommand>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -67,13 +70,21 @@ impl ZellijWatch {
             watched.clone(),
             tx,
         ));
+        let (agents_tx, agents_rx) = tokio::sync::watch::channel(None);
+        let sender = tokio::spawn(agents_task(cli.clone(), agents_rx));
         ZellijWatch {
             cli,
             plugin_alive,
             watched,
             last_agents: String::new(),
-            tasks: vec![stream, fallback],
+            agents_tx,
+            tasks: vec![stream, fallback, sender],
         }
+    }
+
+    /// Have the plugins show these agents and watch these panes (the newest command wins).
+    pub fn send_agents(&self, command: PluginCommand) {
+        self.agents_tx.send_replace(Some(command));
     }
 
     /// The agents' panes in this session.
@@ -218,4 +229,16 @@ async fn subscribe_task(
         }
     }
     let _ = child.kill().await;
+}
+
+/// Sends the newest `Agents` command to the plugins, one `zellij pipe` at a time.
+async fn agents_task(cli: ZellijCli, mut rx: tokio::sync::watch::Receiver<Option<PluginCommand>>) {
+    while rx.changed().await.is_ok() {
+        let command = rx.borrow_and_update().clone();
+        if let Some(command) = command {
+            if let Err(e) = cli.pipe_command(&command).await {
+                tracing::debug!("zellij pipe to the plugin: {e}");
+            }
+        }
+    }
 }

@@ -162,6 +162,64 @@ const GROK: &[HookRule] = &[
     rule("SessionEnd", Evidence),
 ];
 
+/// GitHub Copilot CLI 1.0.102, camelCase events (their payloads carry camelCase fields, except
+/// `notification`'s, which carries `notification_type` and `hook_event_name: "Notification"`).
+/// `permissionRequest` is not needs_you: it fires before the permission service decides, also
+/// when the tool is approved without asking. `errorOccurred` fires at every retry of a model
+/// call (`recoverable: true`); a turn that fails after its retries ends with no hook at all, so
+/// the screen says failed. `sessionEnd`: the exit status decides.
+const COPILOT: &[HookRule] = &[
+    rule("userPromptSubmitted", State(Working)),
+    rule("preToolUse", State(Working)),
+    rule("postToolUse", State(Working)),
+    rule("postToolUseFailure", State(Working)),
+    rule("subagentStart", State(Working)),
+    rule_when(
+        "notification",
+        "notification_type",
+        "permission_prompt",
+        State(NeedsYou),
+    ),
+    rule_when(
+        "notification",
+        "notification_type",
+        "elicitation_dialog",
+        State(NeedsYou),
+    ),
+    rule("agentStop", State(Idle)),
+    rule("errorOccurred", Evidence),
+    rule("sessionStart", Evidence),
+    rule("sessionEnd", Evidence),
+];
+
+/// volee's own agent: it reports these itself (`volee-agent`'s `AgentEvent`), so they are exact.
+const VOLEE: &[HookRule] = &[
+    rule("TurnStart", State(Working)),
+    rule("ApprovalAnswered", State(Working)),
+    rule("ApprovalAsked", State(NeedsYou)),
+    rule("TurnEnd", State(Idle)),
+    rule("TurnFailed", State(Failed)),
+    rule("SessionStart", Evidence),
+];
+
+/// Cursor Agent, from its documented hooks (not measured: not installable here). No event tells
+/// "waiting for approval" (a third party measured none fires), so needs_you comes from the screen.
+/// Every name here must be one Cursor knows: one unknown event name voids its whole hooks file.
+const CURSOR: &[HookRule] = &[
+    rule("beforeSubmitPrompt", State(Working)),
+    rule("preToolUse", State(Working)),
+    rule("postToolUse", State(Working)),
+    rule("postToolUseFailure", State(Working)),
+    rule("afterShellExecution", State(Working)),
+    rule("afterMCPExecution", State(Working)),
+    rule("subagentStart", State(Working)),
+    rule_when("stop", "status", "error", State(Failed)),
+    // `completed` or `aborted` (the user stopped the turn): the agent waits for the user.
+    rule("stop", State(Idle)),
+    rule("sessionStart", Evidence),
+    rule("sessionEnd", Evidence),
+];
+
 fn table(harness: &str) -> Option<&'static [HookRule]> {
     Some(match harness {
         "claude" => CLAUDE,
@@ -169,6 +227,9 @@ fn table(harness: &str) -> Option<&'static [HookRule]> {
         "gemini" => GEMINI,
         "qwen" => QWEN,
         "grok" => GROK,
+        "copilot" => COPILOT,
+        "volee" => VOLEE,
+        "cursor" => CURSOR,
         _ => return None,
     })
 }
@@ -220,11 +281,13 @@ fn camel(field: &str) -> String {
     out
 }
 
-/// The harness's session id in a hook payload (`session_id`, or Grok's `sessionId`).
+/// The harness's session id in a hook payload (`session_id`, Grok's `sessionId`, Cursor's
+/// `conversation_id`).
 pub fn session_id(payload: &serde_json::Value) -> Option<&str> {
     payload
         .get("session_id")
         .or_else(|| payload.get("sessionId"))
+        .or_else(|| payload.get("conversation_id"))
         .and_then(|v| v.as_str())
         .filter(|s| !s.is_empty() && s.len() <= 200)
 }
@@ -285,6 +348,81 @@ mod tests {
         assert_eq!(
             hook_meaning("grok", "Stop", &json!({"reason": "end_turn"})),
             Some(State(Idle))
+        );
+    }
+
+    #[test]
+    fn copilot_payloads_as_captured_map_to_states() {
+        // Payloads of 1.0.102 (reference/probe/copilot-hooks-allowall.jsonl), cut.
+        let m = |e, p| hook_meaning("copilot", e, &p);
+        let notification = json!({"sessionId": "1844331b-952f-40a6-bb31-5d1491c60907",
+            "message": "Run command: echo probe > probe.txt", "title": "Permission needed",
+            "hook_event_name": "Notification", "notification_type": "permission_prompt"});
+        assert_eq!(
+            m("notification", notification.clone()),
+            Some(State(NeedsYou))
+        );
+        assert_eq!(
+            session_id(&notification),
+            Some("1844331b-952f-40a6-bb31-5d1491c60907")
+        );
+        assert_eq!(
+            m(
+                "notification",
+                json!({"notification_type": "elicitation_dialog"})
+            ),
+            Some(State(NeedsYou))
+        );
+        assert_eq!(
+            m("notification", json!({"notification_type": "other"})),
+            None
+        );
+        // Fires also when the tool runs unasked: never needs_you.
+        assert_eq!(m("permissionRequest", json!({"toolName": "bash"})), None);
+        assert_eq!(m("userPromptSubmitted", json!({})), Some(State(Working)));
+        assert_eq!(
+            m("preToolUse", json!({"toolName": "bash"})),
+            Some(State(Working))
+        );
+        assert_eq!(m("postToolUse", json!({})), Some(State(Working)));
+        assert_eq!(
+            m("agentStop", json!({"stopReason": "end_turn"})),
+            Some(State(Idle))
+        );
+        assert_eq!(
+            m("errorOccurred", json!({"errorContext": "model_call"})),
+            Some(Evidence)
+        );
+        assert_eq!(
+            m("sessionEnd", json!({"reason": "user_exit"})),
+            Some(Evidence)
+        );
+        // Claude's PascalCase names mean nothing here (they would get snake_case payloads).
+        assert_eq!(m("Stop", json!({})), None);
+        assert!(!hook_events("copilot").contains(&"permissionRequest"));
+    }
+
+    #[test]
+    fn volee_events_map_to_exact_states() {
+        let m = |e| hook_meaning("volee", e, &json!({}));
+        assert_eq!(m("TurnStart"), Some(State(Working)));
+        assert_eq!(m("ApprovalAsked"), Some(State(NeedsYou)));
+        assert_eq!(m("ApprovalAnswered"), Some(State(Working)));
+        assert_eq!(m("TurnEnd"), Some(State(Idle)));
+        assert_eq!(m("TurnFailed"), Some(State(Failed)));
+        assert_eq!(m("SessionStart"), Some(Evidence));
+    }
+
+    #[test]
+    fn cursor_stop_status_decides_idle_or_failed() {
+        let m = |e, p| hook_meaning("cursor", e, &p);
+        assert_eq!(m("beforeSubmitPrompt", json!({})), Some(State(Working)));
+        assert_eq!(m("stop", json!({"status": "completed"})), Some(State(Idle)));
+        assert_eq!(m("stop", json!({"status": "aborted"})), Some(State(Idle)));
+        assert_eq!(m("stop", json!({"status": "error"})), Some(State(Failed)));
+        assert_eq!(
+            session_id(&json!({"conversation_id": "c-1", "hook_event_name": "stop"})),
+            Some("c-1")
         );
     }
 

@@ -1,6 +1,8 @@
 //! The hook registrations volee gives a harness, in that harness's settings format (pure JSON
 //! builders; the CLI and the daemon write them to files).
 
+use std::path::PathBuf;
+
 use serde_json::{json, Map, Value};
 
 /// Quote for `sh` (harnesses run hook commands through the shell).
@@ -19,6 +21,8 @@ pub fn hook_entry(harness: &str, event: &str, volee_bin: &str) -> Value {
         "qwen" => json!({"matcher": "", "hooks": [{
             "name": format!("volee-{event}"), "type": "command", "command": command
         }]}),
+        // Copilot: one flat entry per command (`bash` is its Unix command key).
+        "copilot" => json!({"type": "command", "bash": command, "timeoutSec": 10}),
         _ => json!({"hooks": [{"type": "command", "command": command, "timeout": 10}]}),
     }
 }
@@ -34,7 +38,11 @@ pub fn hooks_settings(harness: &str, volee_bin: &str) -> Value {
             )
         })
         .collect();
-    json!({ "hooks": hooks })
+    match harness {
+        // Copilot reads only files that say `"version": 1`.
+        "copilot" => json!({ "version": 1, "hooks": hooks }),
+        _ => json!({ "hooks": hooks }),
+    }
 }
 
 /// Append volee's entries to an existing settings object (system defaults that must survive).
@@ -79,8 +87,111 @@ pub fn gemini_extension(volee_bin: &str) -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// Cursor's one hooks file, under HOME (`volee setup cursor` adds volee's entries to it).
+pub const CURSOR_HOOKS_FILE: &str = ".cursor/hooks.json";
+
+/// Is `entry` one of volee's Cursor hook entries (its command ends in `hook cursor EVENT` for an
+/// event volee registers)?
+fn is_volee_cursor_entry(entry: &Value) -> bool {
+    entry
+        .get("command")
+        .and_then(Value::as_str)
+        .is_some_and(|c| {
+            crate::hooks::hook_events("cursor")
+                .iter()
+                .any(|e| c.ends_with(&format!(" hook cursor {e}")))
+        })
+}
+
+/// Cursor's hooks file with volee's entries: every entry already there is kept as it was, an
+/// earlier setup's entries are replaced (running setup twice adds nothing). `existing` is the
+/// file's JSON (None when there is none). Errors when it is not Cursor's shape
+/// (`{"version": 1, "hooks": {EVENT: [ … ]}}`), so nothing is written over what volee does not
+/// understand.
+pub fn cursor_hooks_merge(existing: Option<Value>, volee_bin: &str) -> Result<Value, String> {
+    let mut file = existing.unwrap_or_else(|| json!({"version": 1, "hooks": {}}));
+    let root = file.as_object_mut().ok_or("it is not a JSON object")?;
+    root.entry("version").or_insert(json!(1));
+    let hooks = root
+        .entry("hooks")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or("its \"hooks\" is not an object")?;
+    for (event, list) in hooks.iter_mut() {
+        let list = list
+            .as_array_mut()
+            .ok_or_else(|| format!("its hooks.{event} is not a list"))?;
+        list.retain(|e| !is_volee_cursor_entry(e));
+    }
+    for event in crate::hooks::hook_events("cursor") {
+        let command = format!("{} hook cursor {event}", sh_quote(volee_bin));
+        let list = hooks.entry(event.to_string()).or_insert_with(|| json!([]));
+        if let Some(list) = list.as_array_mut() {
+            list.push(json!({ "command": command }));
+        }
+    }
+    Ok(file)
+}
+
+/// Cursor's hooks file without volee's entries (an event left with no entry is dropped); the
+/// number of entries taken out. A file volee does not understand is returned as it was.
+pub fn cursor_hooks_unmerge(mut file: Value) -> (Value, usize) {
+    let mut removed = 0;
+    if let Some(hooks) = file.get_mut("hooks").and_then(Value::as_object_mut) {
+        for list in hooks.values_mut() {
+            if let Some(list) = list.as_array_mut() {
+                let before = list.len();
+                list.retain(|e| !is_volee_cursor_entry(e));
+                removed += before - list.len();
+            }
+        }
+        hooks.retain(|_, list| list.as_array().is_none_or(|l| !l.is_empty()));
+    }
+    (file, removed)
+}
+
 /// Name of volee's own file in `~/.grok/hooks/`.
 pub const GROK_HOOKS_FILE: &str = "volee-hooks.json";
+
+/// Name of volee's own file in `~/.copilot/hooks/` (or `$COPILOT_HOME/hooks/`).
+pub const COPILOT_HOOKS_FILE: &str = "volee.json";
+
+/// The name of volee's own hooks file for a harness whose profile says
+/// [`crate::Instrumentation::OwnHooksFile`].
+pub fn own_hooks_file_name(harness: &str) -> &'static str {
+    match harness {
+        "copilot" => COPILOT_HOOKS_FILE,
+        _ => GROK_HOOKS_FILE,
+    }
+}
+
+/// Where volee's own hooks file goes for one launch: `dir` (the profile's, relative to HOME) and
+/// [`own_hooks_file_name`], except that Copilot's `COPILOT_HOME` (its whole `~/.copilot`) moves
+/// it to `$COPILOT_HOME/hooks/`. `var` reads the launch's environment. An error says why there is
+/// no place (no HOME, a relative `COPILOT_HOME`).
+pub fn own_hooks_path(
+    harness: &str,
+    dir: &str,
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<PathBuf, String> {
+    let name = own_hooks_file_name(harness);
+    if harness == "copilot" {
+        if let Some(home) = var("COPILOT_HOME").filter(|v| !v.is_empty()) {
+            let home = PathBuf::from(home);
+            if !home.is_absolute() {
+                return Err(format!(
+                    "COPILOT_HOME is not an absolute path ({}): cannot place volee's hooks file",
+                    home.display()
+                ));
+            }
+            return Ok(home.join("hooks").join(name));
+        }
+    }
+    let home = var("HOME")
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| "HOME is not set: cannot place the harness's hooks file".to_string())?;
+    Ok(PathBuf::from(home).join(dir).join(name))
+}
 
 #[cfg(test)]
 mod tests {
@@ -110,6 +221,106 @@ mod tests {
     }
 
     #[test]
+    fn cursor_setup_keeps_the_users_hooks_and_undoes_cleanly() {
+        let users = json!({"version": 1, "hooks": {
+            "stop": [{"command": "./audit.sh", "timeout": 5}],
+            "afterFileEdit": [{"command": "./format.sh"}]
+        }});
+        let merged = cursor_hooks_merge(Some(users.clone()), "/v").unwrap();
+        assert_eq!(merged["hooks"]["stop"][0]["command"], "./audit.sh");
+        assert_eq!(
+            merged["hooks"]["stop"][1]["command"],
+            "'/v' hook cursor stop"
+        );
+        assert_eq!(
+            merged["hooks"]["beforeSubmitPrompt"][0]["command"],
+            "'/v' hook cursor beforeSubmitPrompt"
+        );
+        // Only documented event names (one unknown name voids Cursor's whole file).
+        let documented = [
+            "sessionStart",
+            "sessionEnd",
+            "beforeSubmitPrompt",
+            "preToolUse",
+            "postToolUse",
+            "postToolUseFailure",
+            "beforeShellExecution",
+            "afterShellExecution",
+            "beforeMCPExecution",
+            "afterMCPExecution",
+            "beforeReadFile",
+            "afterFileEdit",
+            "afterAgentResponse",
+            "afterAgentThought",
+            "subagentStart",
+            "subagentStop",
+            "preCompact",
+            "stop",
+        ];
+        for event in merged["hooks"].as_object().unwrap().keys() {
+            assert!(documented.contains(&event.as_str()), "{event}");
+        }
+        // Twice is once; a moved binary replaces the old entries.
+        let again = cursor_hooks_merge(Some(merged.clone()), "/v").unwrap();
+        assert_eq!(again, merged);
+        let moved = cursor_hooks_merge(Some(merged.clone()), "/opt/volee").unwrap();
+        assert_eq!(moved["hooks"]["stop"].as_array().unwrap().len(), 2);
+        let (back, removed) = cursor_hooks_unmerge(merged);
+        assert_eq!(back, users);
+        assert_eq!(removed, crate::hooks::hook_events("cursor").len());
+        assert!(cursor_hooks_merge(Some(json!([1])), "/v").is_err());
+        assert!(cursor_hooks_merge(Some(json!({"hooks": {"stop": 3}})), "/v").is_err());
+        let fresh = cursor_hooks_merge(None, "/v").unwrap();
+        assert_eq!(fresh["version"], 1);
+    }
+
+    #[test]
+    fn copilot_gets_its_own_format_and_file() {
+        let s = hooks_settings("copilot", "/opt/volee");
+        assert_eq!(s["version"], 1);
+        let entry = &s["hooks"]["notification"][0];
+        assert_eq!(entry["type"], "command");
+        assert_eq!(entry["bash"], "'/opt/volee' hook copilot notification");
+        assert_eq!(entry["timeoutSec"], 10);
+        assert!(s["hooks"]["agentStop"].is_array());
+        assert!(s["hooks"].get("permissionRequest").is_none());
+        // Grok keeps its Claude-style file, without a version.
+        assert!(hooks_settings("grok", "/v").get("version").is_none());
+
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(key, _)| *key == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(
+            own_hooks_path("copilot", ".copilot/hooks", env(&[("HOME", "/h")])),
+            Ok(PathBuf::from("/h/.copilot/hooks/volee.json"))
+        );
+        assert_eq!(
+            own_hooks_path(
+                "copilot",
+                ".copilot/hooks",
+                env(&[("HOME", "/h"), ("COPILOT_HOME", "/c")])
+            ),
+            Ok(PathBuf::from("/c/hooks/volee.json"))
+        );
+        assert!(own_hooks_path(
+            "copilot",
+            ".copilot/hooks",
+            env(&[("HOME", "/h"), ("COPILOT_HOME", "rel")])
+        )
+        .is_err());
+        assert_eq!(
+            own_hooks_path("grok", ".grok/hooks", env(&[("HOME", "/h")])),
+            Ok(PathBuf::from("/h/.grok/hooks/volee-hooks.json"))
+        );
+        assert!(own_hooks_path("grok", ".grok/hooks", env(&[])).is_err());
+    }
+
+    #[test]
     fn appending_keeps_what_was_there() {
         let mut s = json!({"general": {"x": 1}, "hooks": {"AfterAgent": [{"hooks": []}]}});
         assert!(append_hooks(&mut s, "gemini", "/v"));
@@ -117,5 +328,198 @@ mod tests {
         assert_eq!(s["hooks"]["AfterAgent"].as_array().unwrap().len(), 2);
         assert!(!append_hooks(&mut json!([1]), "gemini", "/v"));
         assert!(!append_hooks(&mut json!({"hooks": 3}), "gemini", "/v"));
+    }
+}
+
+/// How a harness is given volee's MCP server (`volee mcp`) for one launch (`volee launch
+/// --join`), without touching the user's configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Join {
+    /// Arguments before the prompt; `{file}` in them is the path of a file of volee's own with
+    /// this name and JSON content, written by the CLI.
+    Args {
+        args: Vec<String>,
+        file: Option<(String, Value)>,
+    },
+    /// A JSON configuration in this environment variable, merged with the value the user's
+    /// environment already has (OpenCode's `OPENCODE_CONFIG_CONTENT`).
+    EnvJson { var: &'static str, json: Value },
+    /// `mcpServers` in the system-defaults file volee already writes for the hooks (Gemini).
+    SystemDefaults { json: Value },
+}
+
+/// `volee mcp` as an MCP stdio server entry: the command, and the environment that finds the
+/// user's daemon (clients pass MCP servers a reduced environment).
+fn mcp_server(volee_bin: &str, env: &[(String, String)]) -> (Value, Value) {
+    let env: Map<String, Value> = env
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    (json!(volee_bin), Value::Object(env))
+}
+
+/// The join of `harness`, or why it has none per launch.
+pub fn join(harness: &str, volee_bin: &str, env: &[(String, String)]) -> Result<Join, String> {
+    let (command, env) = mcp_server(volee_bin, env);
+    let standard = || {
+        json!({"mcpServers": {"volee": {
+            "type": "stdio", "command": command, "args": ["mcp"], "env": env
+        }}})
+    };
+    Ok(match harness {
+        // Variadic: the prompt goes after `--` (the profile's prompt style).
+        "claude" => Join::Args {
+            args: vec!["--mcp-config".into(), "{file}".into()],
+            file: Some(("volee-mcp-claude.json".into(), standard())),
+        },
+        "qwen" => Join::Args {
+            args: vec!["--mcp-config".into(), "{file}".into()],
+            file: Some(("volee-mcp-qwen.json".into(), standard())),
+        },
+        "copilot" => Join::Args {
+            args: vec!["--additional-mcp-config".into(), "@{file}".into()],
+            file: Some((
+                "volee-mcp-copilot.json".into(),
+                json!({"mcpServers": {"volee": {
+                    "type": "local", "command": command, "args": ["mcp"], "env": env, "tools": ["*"]
+                }}}),
+            )),
+        },
+        // TOML values in `-c key=value` overrides (forces Codex's embedded mode).
+        "codex" => {
+            let toml_env: Vec<String> = env
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k} = {}", v))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Join::Args {
+                args: vec![
+                    "-c".into(),
+                    format!("mcp_servers.volee.command={command}"),
+                    "-c".into(),
+                    r#"mcp_servers.volee.args=["mcp"]"#.into(),
+                    "-c".into(),
+                    format!("mcp_servers.volee.env={{ {} }}", toml_env.join(", ")),
+                ],
+                file: None,
+            }
+        }
+        "amp" => Join::Args {
+            args: vec![
+                "--mcp-config".into(),
+                json!({"volee": {"command": command, "args": ["mcp"], "env": env}}).to_string(),
+            ],
+            file: None,
+        },
+        "opencode" => Join::EnvJson {
+            var: "OPENCODE_CONFIG_CONTENT",
+            json: json!({"mcp": {"volee": {
+                "type": "local",
+                "command": [command, "mcp"],
+                "environment": env,
+                "enabled": true
+            }}}),
+        },
+        "gemini" => Join::SystemDefaults {
+            json: json!({"mcpServers": {"volee": {"command": command, "args": ["mcp"], "env": env}}}),
+        },
+        "grok" => {
+            return Err(
+                "Grok Build takes MCP servers only from its own config (~/.grok/config.toml or a project .grok/config.toml): add `volee mcp` there yourself".into(),
+            )
+        }
+        "cursor" => {
+            return Err(
+                "Cursor Agent takes MCP servers only from ~/.cursor/mcp.json or .cursor/mcp.json, and each must be approved: add `volee mcp` there yourself".into(),
+            )
+        }
+        _ => return Err("it has no MCP support".into()),
+    })
+}
+
+/// `base` with every key of `add` merged in (objects recursively; `add` wins otherwise).
+pub fn merge_json(base: &mut Value, add: &Value) {
+    match (base.as_object_mut(), add.as_object()) {
+        (Some(b), Some(a)) => {
+            for (k, v) in a {
+                match b.get_mut(k) {
+                    Some(existing) if existing.is_object() && v.is_object() => {
+                        merge_json(existing, v)
+                    }
+                    _ => {
+                        b.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        _ => *base = add.clone(),
+    }
+}
+
+#[cfg(test)]
+mod join_tests {
+    use super::*;
+
+    fn env() -> Vec<(String, String)> {
+        vec![("VOLEE_HOME".into(), "/h/v".into())]
+    }
+
+    #[test]
+    fn every_per_launch_join_runs_volee_mcp() {
+        match join("claude", "/bin/volee", &env()).unwrap() {
+            Join::Args { args, file } => {
+                assert_eq!(args, ["--mcp-config", "{file}"]);
+                let (name, json) = file.unwrap();
+                assert_eq!(name, "volee-mcp-claude.json");
+                assert_eq!(json["mcpServers"]["volee"]["command"], "/bin/volee");
+                assert_eq!(json["mcpServers"]["volee"]["args"][0], "mcp");
+                assert_eq!(json["mcpServers"]["volee"]["env"]["VOLEE_HOME"], "/h/v");
+            }
+            other => panic!("{other:?}"),
+        }
+        match join("codex", "/bin/volee", &env()).unwrap() {
+            Join::Args { args, file: None } => {
+                assert_eq!(args[1], r#"mcp_servers.volee.command="/bin/volee""#);
+                assert_eq!(args[5], r#"mcp_servers.volee.env={ VOLEE_HOME = "/h/v" }"#);
+            }
+            other => panic!("{other:?}"),
+        }
+        match join("copilot", "/bin/volee", &[]).unwrap() {
+            Join::Args {
+                args,
+                file: Some((_, json)),
+            } => {
+                assert_eq!(args, ["--additional-mcp-config", "@{file}"]);
+                assert_eq!(json["mcpServers"]["volee"]["tools"][0], "*");
+            }
+            other => panic!("{other:?}"),
+        }
+        match join("opencode", "/bin/volee", &[]).unwrap() {
+            Join::EnvJson { var, json } => {
+                assert_eq!(var, "OPENCODE_CONFIG_CONTENT");
+                assert_eq!(json["mcp"]["volee"]["command"][1], "mcp");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            join("gemini", "/v", &[]),
+            Ok(Join::SystemDefaults { .. })
+        ));
+        assert!(matches!(join("amp", "/v", &[]), Ok(Join::Args { .. })));
+        for none in ["grok", "cursor", "aider", "generic", "volee"] {
+            assert!(join(none, "/v", &[]).is_err(), "{none}");
+        }
+    }
+
+    #[test]
+    fn merging_keeps_the_users_keys() {
+        let mut user = json!({"model": "x", "mcp": {"theirs": {"type": "remote"}}});
+        merge_json(&mut user, &json!({"mcp": {"volee": {"type": "local"}}}));
+        assert_eq!(user["model"], "x");
+        assert_eq!(user["mcp"]["theirs"]["type"], "remote");
+        assert_eq!(user["mcp"]["volee"]["type"], "local");
     }
 }

@@ -136,9 +136,10 @@ pub fn has_listing_server(harness: &str) -> bool {
     harness == "codex"
 }
 
-/// Does this harness hold its transcript open (see [`session_id_from_open_file`])?
+/// Does this harness hold its transcript (Codex) or a per-session lock file (Copilot) open (see
+/// [`session_id_from_open_file`])?
 pub fn holds_transcript_open(harness: &str) -> bool {
-    harness == "codex"
+    harness == "codex" || harness == "copilot"
 }
 
 /// The session id in the path of a file the process holds open, for harnesses whose transcript
@@ -163,8 +164,73 @@ pub fn session_id_from_open_file(harness: &str, path: &Path) -> Option<String> {
                     .all(|g| g.bytes().all(|b| b.is_ascii_hexdigit())))
             .then(|| id.to_string())
         }
+        // Copilot holds `<COPILOT_HOME>/session-state/<id>/inuse.<pid>.hold` open while the
+        // session runs in it (measured on 1.0.102).
+        "copilot" => {
+            let name = path.file_name()?.to_str()?;
+            let pid = name.strip_prefix("inuse.")?.strip_suffix(".hold")?;
+            if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let session_dir = path.parent()?;
+            if session_dir.parent()?.file_name()?.to_str()? != "session-state" {
+                return None;
+            }
+            let id = session_dir.file_name()?.to_str()?;
+            copilot_session_id_shape(id).then(|| id.to_string())
+        }
         _ => None,
     }
+}
+
+/// A Copilot session id: a UUID (`--session-id` takes only these), lowercase or not.
+fn copilot_session_id_shape(id: &str) -> bool {
+    let groups: Vec<&str> = id.split('-').collect();
+    groups.iter().map(|g| g.len()).collect::<Vec<_>>() == [8, 4, 4, 4, 12]
+        && groups
+            .iter()
+            .all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Copilot's state directory for a process environment: `$COPILOT_HOME` when set (absolute),
+/// else `$HOME/.copilot`.
+pub fn copilot_home(var: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if let Some(home) = var("COPILOT_HOME").filter(|v| !v.is_empty()) {
+        let home = PathBuf::from(home);
+        return home.is_absolute().then_some(home);
+    }
+    var("HOME")
+        .filter(|v| !v.is_empty())
+        .map(|h| PathBuf::from(h).join(".copilot"))
+}
+
+/// Copilot writes `<copilot home>/session-state/<id>/inuse.<pid>.lock` (content: that pid) for a
+/// running process and removes it at exit: the session of process `pid`, found by looking into
+/// each session directory. None when none or more than one (a stale lock of a crashed process
+/// whose pid came back) says so: never a guess.
+pub fn copilot_session_from_lock_files(copilot_home: &Path, pid: u32) -> Option<String> {
+    let name = format!("inuse.{pid}.lock");
+    let mut found: Option<String> = None;
+    let entries = std::fs::read_dir(copilot_home.join("session-state")).ok()?;
+    for entry in entries.filter_map(Result::ok).take(100_000) {
+        let Some(id) = entry.file_name().to_str().map(String::from) else {
+            continue;
+        };
+        if !copilot_session_id_shape(&id) {
+            continue;
+        }
+        let says_pid = std::fs::read(entry.path().join(&name))
+            .ok()
+            .filter(|b| b.len() <= 64)
+            .is_some_and(|b| String::from_utf8_lossy(&b).trim() == pid.to_string());
+        if says_pid {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(id);
+        }
+    }
+    found
 }
 
 #[cfg(test)]
@@ -187,6 +253,80 @@ mod session_tests {
             session_file("grok", Path::new("/h"), 3),
             Some(PathBuf::from("/h/.grok/active_sessions.json"))
         );
+    }
+
+    #[test]
+    fn copilot_session_ids_from_its_hold_and_lock_files() {
+        let id = "11111111-2222-4333-8444-555555555555";
+        let open = |p: &str| session_id_from_open_file("copilot", Path::new(p));
+        assert_eq!(
+            open(&format!("/h/.copilot/session-state/{id}/inuse.21840.hold")).as_deref(),
+            Some(id)
+        );
+        // The package cache holds one too (not a session); torn names; another dir.
+        assert_eq!(
+            open("/h/.cache/copilot/pkg/linux-x64/1.0.102/inuse.21840.hold"),
+            None
+        );
+        assert_eq!(
+            open(&format!("/h/.copilot/session-state/{id}/inuse.x.hold")),
+            None
+        );
+        assert_eq!(
+            open(&format!("/h/.copilot/session-state/{id}/events.jsonl")),
+            None
+        );
+        assert_eq!(
+            open("/h/.copilot/session-state/not-a-uuid/inuse.1.hold"),
+            None
+        );
+        assert_eq!(
+            open(&format!("/h/.copilot/other/{id}/inuse.21840.hold")),
+            None
+        );
+
+        let home = std::env::temp_dir().join(format!("volee-copilot-locks-{}", std::process::id()));
+        let state = home.join("session-state");
+        let other = "aaaaaaaa-2222-4333-8444-555555555555";
+        std::fs::create_dir_all(state.join(id)).unwrap();
+        std::fs::create_dir_all(state.join(other)).unwrap();
+        std::fs::create_dir_all(state.join(".session-operation-locks")).unwrap();
+        std::fs::write(state.join(id).join("inuse.4242.lock"), "4242").unwrap();
+        std::fs::write(state.join(other).join("inuse.7.lock"), "7").unwrap();
+        assert_eq!(
+            copilot_session_from_lock_files(&home, 4242).as_deref(),
+            Some(id)
+        );
+        assert_eq!(copilot_session_from_lock_files(&home, 9), None);
+        // A lock whose content names another pid does not count.
+        std::fs::write(state.join(other).join("inuse.4242.lock"), "1").unwrap();
+        assert_eq!(
+            copilot_session_from_lock_files(&home, 4242).as_deref(),
+            Some(id)
+        );
+        // Two sessions claiming one pid: no guess.
+        std::fs::write(state.join(other).join("inuse.4242.lock"), "4242\n").unwrap();
+        assert_eq!(copilot_session_from_lock_files(&home, 4242), None);
+        std::fs::remove_dir_all(&home).unwrap();
+
+        let var = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(key, _)| *key == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(
+            copilot_home(var(&[("HOME", "/h")])),
+            Some(PathBuf::from("/h/.copilot"))
+        );
+        assert_eq!(
+            copilot_home(var(&[("HOME", "/h"), ("COPILOT_HOME", "/c")])),
+            Some(PathBuf::from("/c"))
+        );
+        assert_eq!(copilot_home(var(&[("COPILOT_HOME", "rel")])), None);
+        assert_eq!(copilot_home(var(&[])), None);
     }
 
     #[test]

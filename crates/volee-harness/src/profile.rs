@@ -49,6 +49,11 @@ pub enum PromptStyle {
     Positional,
     /// A flag before the prompt (`-i` for Qwen: a positional prompt would run headless).
     Flag(&'static str),
+    /// No flag keeps the session interactive (Aider's `--message` answers once and exits): the
+    /// daemon types the prompt into the pane the first time the screen shows the harness idle.
+    Typed,
+    /// None volee could verify (Amp): a first prompt is refused with a hint to `volee send`.
+    Unsupported,
 }
 
 /// How volee gives a harness its hooks for one launch, without editing the user's config.
@@ -64,8 +69,19 @@ pub enum Instrumentation {
     ConfigOverrides,
     /// No per-launch way: one clearly named file of volee's own in this directory under HOME.
     OwnHooksFile(&'static str),
+    /// All hooks live in one file of the user's (Cursor's `~/.cursor/hooks.json`, path under
+    /// HOME): volee adds its entries only when the user asks (`volee setup HARNESS`), with a
+    /// backup, and `volee down` takes them out again. Until then: screen states.
+    UserOptIn(&'static str),
+    /// The harness reports its states to the daemon itself (volee's own agent, told its agent id
+    /// by `VOLEE_AGENT_ID`).
+    BuiltIn,
     /// Nothing (the generic profile).
     None,
+    /// No hooks: the harness serves its own state over HTTP on a loopback port volee picks per
+    /// launch and passes with this flag (OpenCode `--port P --hostname 127.0.0.1`); the daemon
+    /// reads its event stream as the `listing` source.
+    ServerPort(&'static str),
 }
 
 /// A state source, best first in [`Profile::states`].
@@ -88,6 +104,11 @@ pub struct InputRules {
     pub enter_delay_ms: u64,
     /// tmux key name that submits (`Enter`, never `C-m`).
     pub submit_key: &'static str,
+    /// After the delay, also wait until the pane has printed nothing for this long (at most
+    /// [`SUBMIT_SETTLE_MAX_MS`]) before submitting: a TUI that completes slash commands
+    /// asynchronously takes Enter for its *highlighted* suggestion while its list is stale
+    /// (Gemini CLI 0.61.0 ran `/clear` for a pasted `/quit`; docs/harnesses/gemini.md). 0: none.
+    pub settle_ms: u64,
     /// tmux key that interrupts the current turn without ending the agent.
     pub interrupt_key: &'static str,
 }
@@ -133,11 +154,15 @@ pub struct Profile {
     pub input: InputRules,
 }
 
+/// The longest a submit waits for the pane to settle ([`InputRules::settle_ms`]).
+pub const SUBMIT_SETTLE_MAX_MS: u64 = 3000;
+
 const TUI_INPUT: InputRules = InputRules {
     bracketed_paste: true,
     enter_delay_ms: 150,
     submit_key: "Enter",
     interrupt_key: "Escape",
+    settle_ms: 0,
 };
 
 /// Every profile, the generic one last.
@@ -244,7 +269,12 @@ pub fn profiles() -> Vec<Profile> {
                 Source::Activity,
             ],
             join: "mcpServers in the same system-defaults file",
-            input: TUI_INPUT,
+            // Its slash-command list is filtered asynchronously (measured: the full list still shown
+            // 400 ms after a paste of `/quit` on a loaded machine, filtered at 500 ms).
+            input: InputRules {
+                settle_ms: 350,
+                ..TUI_INPUT
+            },
         },
         Profile {
             name: "qwen",
@@ -320,6 +350,168 @@ pub fn profiles() -> Vec<Profile> {
                 ..TUI_INPUT
             },
         },
+        copilot_profile(),
+        Profile {
+            name: "aider",
+            display_name: "Aider",
+            program: "aider",
+            package: Some("aider-chat (PyPI)"),
+            measured: Some(VersionRange {
+                min: "0.86.2",
+                max: "0.86.2",
+            }),
+            // `--message` processes one message and exits: the prompt is typed at its `>`.
+            prompt: PromptStyle::Typed,
+            session_id_flag: None,
+            name_flag: None,
+            model_flag: Some("--model"),
+            worktree_flag: None,
+            // No update check at start (it would reach the network and print).
+            launch_env: &[("AIDER_CHECK_UPDATE", "false")],
+            // No hooks, no server, no listing: the screen (and a bell the user's own
+            // `--notifications` may ring) tells its states.
+            instrumentation: Instrumentation::None,
+            // No session id: the chat history file of the working directory is the session.
+            resume: &["--restore-chat-history"],
+            // comm is the script name via its shebang; exe is python.
+            process_names: &["aider"],
+            process_scripts: &[],
+            process_helpers: &[],
+            session_sources: &["none (.aider.chat.history.md in the git root)"],
+            states: &[Source::Screen, Source::Activity],
+            join: "none (no MCP in 0.86.2)",
+            // prompt_toolkit takes a bracketed paste; Esc does not stop a reply, Ctrl-C does.
+            input: InputRules {
+                interrupt_key: "C-c",
+                ..TUI_INPUT
+            },
+        },
+        Profile {
+            name: "amp",
+            display_name: "Amp",
+            program: "amp",
+            package: Some("@ampcode/cli"),
+            // The newest version whose Linux binary is in the registry; measured to startup
+            // only (Amp talks to its vendor's servers alone).
+            measured: Some(VersionRange {
+                min: "0.0.1790142911",
+                max: "0.0.1790142911",
+            }),
+            prompt: PromptStyle::Unsupported,
+            session_id_flag: None,
+            name_flag: None,
+            model_flag: None,
+            worktree_flag: None,
+            launch_env: &[],
+            // Its plugins could report events, but their delivery could not be verified.
+            instrumentation: Instrumentation::None,
+            resume: &["threads", "continue", "{id}"],
+            process_names: &["amp"],
+            process_scripts: &[],
+            // The plugin runtime is the same executable.
+            process_helpers: &["plugin-runtime.ts"],
+            session_sources: &["none measured (thread ids T-… come from Amp's servers)"],
+            states: &[Source::Screen, Source::Activity],
+            join: "--mcp-config JSON",
+            input: InputRules {
+                interrupt_key: "Escape",
+                ..TUI_INPUT
+            },
+        },
+        Profile {
+            name: "cursor",
+            display_name: "Cursor Agent",
+            program: "cursor-agent",
+            package: None,
+            // Not installable here: documented flags and hooks only, never measured.
+            measured: None,
+            prompt: PromptStyle::Positional,
+            // `--resume <uuid>` with an unused uuid starts a chat under that id (third-party
+            // measurement): not used until measured.
+            session_id_flag: None,
+            name_flag: None,
+            model_flag: Some("--model"),
+            worktree_flag: Some("--worktree"),
+            launch_env: &[],
+            instrumentation: Instrumentation::UserOptIn(".cursor/hooks.json"),
+            resume: &["--resume", "{id}"],
+            // Its bundled node runs under the name of the symlink that started it (`agent` or
+            // `cursor-agent`); the script path tells it from other programs called `agent`.
+            process_names: &["cursor-agent"],
+            process_scripts: &["cursor-agent/versions/"],
+            process_helpers: &[],
+            session_sources: &["hook conversation_id (after volee setup cursor)"],
+            states: &[Source::Hooks, Source::Screen, Source::Activity],
+            join: "none per launch (~/.cursor/mcp.json plus approval)",
+            input: TUI_INPUT,
+        },
+        Profile {
+            name: "opencode",
+            display_name: "OpenCode",
+            program: "opencode",
+            package: Some("opencode-ai"),
+            measured: Some(VersionRange {
+                min: "1.18.33",
+                max: "1.18.33",
+            }),
+            // A new session submits it at once; a resumed one (`-s`) ignores it, so the daemon
+            // hands it over through the TUI server (docs/harnesses/opencode.md).
+            prompt: PromptStyle::Flag("--prompt"),
+            session_id_flag: None,
+            name_flag: None,
+            model_flag: Some("-m"),
+            worktree_flag: None,
+            launch_env: &[("OPENCODE_DISABLE_AUTOUPDATE", "1")],
+            instrumentation: Instrumentation::ServerPort("--port"),
+            resume: &["-s", "{id}"],
+            // One native (Bun-compiled) process; its children carry OPENCODE_PID and non-TUI
+            // subcommands are no agents (both left out by the daemon, `opencode_server`).
+            process_names: &["opencode"],
+            process_scripts: &["opencode-ai/"],
+            process_helpers: &[],
+            session_sources: &[
+                "server session.created / session.status (GET /event)",
+                "resume -s ses_…",
+                "opencode session list --format json",
+            ],
+            states: &[Source::Listing, Source::Screen, Source::Activity],
+            join: "mcp in OPENCODE_CONFIG_CONTENT (per launch; not used by volee yet)",
+            input: TUI_INPUT,
+        },
+        Profile {
+            name: "volee",
+            display_name: "volee's own agent",
+            program: "volee",
+            package: None,
+            // Its own version: the agent and this profile ship together.
+            measured: Some(VersionRange {
+                min: env!("CARGO_PKG_VERSION"),
+                max: env!("CARGO_PKG_VERSION"),
+            }),
+            prompt: PromptStyle::Flag("--first-prompt"),
+            session_id_flag: None,
+            name_flag: None,
+            model_flag: Some("--model"),
+            worktree_flag: None,
+            launch_env: &[],
+            instrumentation: Instrumentation::BuiltIn,
+            resume: &["agent", "--resume", "{id}"],
+            // `volee` is also the daemon, hooks and every CLI command: a process name cannot tell
+            // the agent apart, so only launched agents are known (docs/harnesses/volee.md).
+            process_names: &[],
+            process_scripts: &[],
+            process_helpers: &[],
+            session_sources: &["SessionStart event session_id (the store's session id)"],
+            states: &[Source::Hooks, Source::Activity],
+            join: "none",
+            input: InputRules {
+                bracketed_paste: false,
+                enter_delay_ms: 0,
+                submit_key: "Enter",
+                interrupt_key: "C-c",
+                settle_ms: 0,
+            },
+        },
         Profile {
             name: "generic",
             display_name: "any command line",
@@ -345,9 +537,71 @@ pub fn profiles() -> Vec<Profile> {
                 enter_delay_ms: 0,
                 submit_key: "Enter",
                 interrupt_key: "C-c",
+                settle_ms: 0,
             },
         },
     ]
+}
+
+impl Profile {
+    /// How to install the measured version: `npm install -g PKG@V`, or `pipx install PKG==V` for
+    /// a package marked `(PyPI)`. None without a package or a measured version.
+    pub fn install_hint(&self) -> Option<String> {
+        let (pkg, range) = (self.package?, self.measured?);
+        Some(match pkg.strip_suffix(" (PyPI)") {
+            Some(py) => format!("pipx install {py}=={}", range.max),
+            None => format!("npm install -g {pkg}@{}", range.max),
+        })
+    }
+}
+
+/// GitHub Copilot CLI (`@github/copilot`): `copilot` is a node loader (`npm-loader.js`) that
+/// runs the native binary (`@github/copilot-linux-x64/copilot`, `comm` `MainThread`), where the
+/// session runs. Facts: `docs/harnesses/copilot.md`.
+fn copilot_profile() -> Profile {
+    Profile {
+        name: "copilot",
+        display_name: "GitHub Copilot CLI",
+        program: "copilot",
+        package: Some("@github/copilot"),
+        measured: Some(VersionRange {
+            min: "1.0.102",
+            max: "1.0.102",
+        }),
+        // `-i PROMPT` starts the interactive session with a first prompt; `-p` would run headless.
+        prompt: PromptStyle::Flag("-i"),
+        session_id_flag: Some("--session-id"),
+        name_flag: Some("-n"),
+        model_flag: Some("--model"),
+        // Its `--worktree` is hidden behind the feature flag CLI_WORKTREE (not in --help).
+        worktree_flag: None,
+        // Same as `--no-auto-update` (`copilot help environment`).
+        launch_env: &[("COPILOT_AUTO_UPDATE", "false")],
+        instrumentation: Instrumentation::OwnHooksFile(".copilot/hooks"),
+        resume: &["--resume={id}"],
+        // Both processes are called `copilot` in their argv (the loader's script `.bin/copilot`,
+        // the native binary's path); its `comm` is `MainThread`, so argv decides. The native one
+        // is the innermost. Helpers (MCP servers, hook commands, the bundled `rg`/`tgrep`) have
+        // other names. At start the native binary runs itself once as `copilot --binary-version`
+        // (cwd its package directory) for a few milliseconds: a helper, never an agent.
+        process_names: &["copilot"],
+        process_scripts: &["@github/copilot/"],
+        process_helpers: &["--binary-version"],
+        session_sources: &[
+            "preset --session-id",
+            "hook sessionId",
+            "~/.copilot/session-state/<id>/inuse.<pid>.hold (held open) and inuse.<pid>.lock",
+        ],
+        states: &[Source::Hooks, Source::Screen, Source::Activity],
+        join: "--additional-mcp-config @FILE",
+        // One Ctrl+C cancels a running turn ("Operation cancelled by user"); one Esc does not
+        // (the footer says "esc esc"). At an idle prompt one Ctrl+C only shows "ctrl+c again to
+        // exit".
+        input: InputRules {
+            interrupt_key: "C-c",
+            ..TUI_INPUT
+        },
+    }
 }
 
 /// The profile called `name`.
@@ -374,6 +628,19 @@ mod tests {
     }
 
     #[test]
+    fn install_hints_name_the_registry() {
+        assert_eq!(
+            profile("aider").and_then(|p| p.install_hint()).as_deref(),
+            Some("pipx install aider-chat==0.86.2")
+        );
+        assert_eq!(
+            profile("grok").and_then(|p| p.install_hint()).as_deref(),
+            Some("npm install -g @xai-official/grok@1.0.41")
+        );
+        assert_eq!(profile("cursor").and_then(|p| p.install_hint()), None);
+    }
+
+    #[test]
     fn ranges_compare_numerically() {
         let r = VersionRange {
             min: "2.1.197",
@@ -388,11 +655,22 @@ mod tests {
 
     #[test]
     fn every_harness_has_a_profile_and_hooks_table() {
-        for name in ["claude", "codex", "gemini", "qwen", "grok"] {
+        for name in ["claude", "codex", "gemini", "qwen", "grok", "copilot"] {
             let p = profile(name).expect("profile");
             assert!(p.measured.is_some(), "{name}");
             assert!(!crate::hooks::hook_events(name).is_empty(), "{name}");
         }
+        let v = profile("volee").expect("volee profile");
+        assert!(v
+            .measured
+            .is_some_and(|r| r.contains(env!("CARGO_PKG_VERSION"))));
+        assert_eq!(v.resume, ["agent", "--resume", "{id}"]);
+        assert!(v.process_names.is_empty());
+        assert!(!crate::hooks::hook_events("volee").is_empty());
+        let oc = profile("opencode").expect("opencode profile");
+        assert!(oc.measured.is_some_and(|r| r.contains("1.18.33")));
+        assert_eq!(oc.instrumentation, Instrumentation::ServerPort("--port"));
+        assert_eq!(oc.resume, ["-s", "{id}"]);
         assert_eq!(
             profile("generic").map(|p| p.input.interrupt_key),
             Some("C-c")

@@ -406,13 +406,19 @@ pub fn rules_for(harness: &str) -> Option<&'static str> {
         "gemini" => Some(include_str!("../rules/gemini.toml")),
         "qwen" => Some(include_str!("../rules/qwen.toml")),
         "grok" => Some(include_str!("../rules/grok.toml")),
+        "aider" => Some(include_str!("../rules/aider.toml")),
+        "amp" => Some(include_str!("../rules/amp.toml")),
+        "copilot" => Some(include_str!("../rules/copilot.toml")),
+        "opencode" => Some(include_str!("../rules/opencode.toml")),
         "generic" => Some(include_str!("../rules/generic.toml")),
         _ => None,
     }
 }
 
 /// The harness profiles that have their own embedded screen rules (`generic` excluded).
-pub const HARNESSES_WITH_RULES: [&str; 5] = ["claude", "codex", "gemini", "qwen", "grok"];
+pub const HARNESSES_WITH_RULES: &[&str] = &[
+    "claude", "codex", "gemini", "qwen", "grok", "aider", "amp", "copilot", "opencode",
+];
 
 #[cfg(test)]
 mod tests {
@@ -638,6 +644,6 @@ priority = 5
             let text = rules_for(name).expect("embedded");
             RuleSet::from_toml(text, name).expect("compiles");
         }
-        assert_eq!(rules_for("aider"), None);
+        assert_eq!(rules_for("cursor"), None);
     }
 }

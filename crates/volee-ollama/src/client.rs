@@ -105,6 +105,19 @@ impl OllamaConfig {
     }
 }
 
+/// The environment variable holding a bearer token for an Ollama behind an authenticating proxy
+/// (or ollama.com through a tunnel).
+pub const API_KEY_ENV: &str = "OLLAMA_API_KEY";
+
+/// `Authorization: Bearer $OLLAMA_API_KEY` when it is set: read afresh for every request and
+/// never kept, so it cannot end up in a session file or an export.
+fn with_auth(req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    match std::env::var(API_KEY_ENV) {
+        Ok(key) if !key.trim().is_empty() => req.bearer_auth(key.trim()),
+        _ => req,
+    }
+}
+
 /// One finished answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatResponse {
@@ -262,10 +275,10 @@ impl OllamaClient {
     }
 
     async fn json_once(&self, post: Option<&Value>, path: &str) -> Result<Value, OllamaError> {
-        let req = match post {
+        let req = with_auth(match post {
             Some(body) => self.http.post(self.url(path)).json(body),
             None => self.http.get(self.url(path)),
-        };
+        });
         let limit = self.config.first_byte_timeout;
         let resp = tokio::time::timeout(limit, req.send())
             .await
@@ -386,7 +399,7 @@ impl OllamaClient {
         let first = self.config.first_byte_timeout;
         let resp = tokio::time::timeout(
             first,
-            self.http.post(self.url("/api/chat")).json(body).send(),
+            with_auth(self.http.post(self.url("/api/chat")).json(body)).send(),
         )
         .await
         .map_err(|_| OllamaError::Stalled { after: first })?

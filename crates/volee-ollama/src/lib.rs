@@ -13,6 +13,8 @@
 //!   are counted per answer ([`ChatResponse::retries`]) and per client.
 //! - Errors say what to do ([`OllamaError::hint`]): `ollama serve`, `ollama pull gemma4`, a model
 //!   with tool support, a shorter prompt.
+//! - Credentials: `OLLAMA_API_KEY`, when set, is sent as a bearer token; it is read from the
+//!   environment for every request and never stored.
 //! - The server: `OLLAMA_HOST` read as Ollama reads it ([`parse_ollama_host`]), else
 //!   `http://127.0.0.1:11434`; the model defaults to [`DEFAULT_MODEL`] (`gemma4`). Plain HTTP only.
 
@@ -24,7 +26,8 @@ mod usage;
 mod wire;
 
 pub use client::{
-    ChatResponse, OllamaClient, OllamaConfig, RetryPolicy, DEFAULT_MODEL, DEFAULT_NUM_CTX,
+    ChatResponse, OllamaClient, OllamaConfig, RetryPolicy, API_KEY_ENV, DEFAULT_MODEL,
+    DEFAULT_NUM_CTX,
 };
 pub use error::{classify, OllamaError};
 pub use host::{base_url_from_env, parse_ollama_host, DEFAULT_BASE_URL};

@@ -39,7 +39,16 @@ fn program_name(path: &str) -> &str {
 
 /// Runtimes that run a harness written in JavaScript; `comm` of node's threads may be
 /// `node-MainThread` or `MainThread`, so argv decides, not `comm`.
-const RUNTIMES: &[&str] = &["node", "bun", "deno", "node-MainThread", "MainThread"];
+/// Cursor Agent's bundled node runs under the name of the symlink that started it (`agent`, a
+/// name other programs use too): its script argument decides, as for any runtime.
+const RUNTIMES: &[&str] = &[
+    "node",
+    "bun",
+    "deno",
+    "node-MainThread",
+    "MainThread",
+    "agent",
+];
 
 fn matches(rule: &ProcessRule, p: &Proc) -> bool {
     if p.stat.state == 'Z' {

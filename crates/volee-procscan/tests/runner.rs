@@ -331,3 +331,107 @@ fn repeated_scans_reread_only_what_may_have_changed_and_miss_nothing() {
     let procs = scanner.scan(wants);
     assert!(!find_agents(&procs, &rules).iter().any(|f| f.pid == 950));
 }
+
+/// GitHub Copilot CLI 1.0.102 as measured in a tmux pane: `node …/.bin/copilot` (the npm loader,
+/// the pane's process) runs the native binary (`comm` `MainThread`, argv0 its path), whose
+/// children are helpers: a hook command, an MCP server, the bundled ripgrep from the unpacked
+/// package, a bash-tool command. The agent is the native process, the loader its wrapper.
+#[test]
+fn copilot_is_found_at_its_native_process_never_its_helpers() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    proc(r, 1, 0, "systemd", 'S', &["/sbin/init"]);
+    proc(r, 101, 1, "bash", 'S', &["-bash"]);
+    let bin = "/opt/p/node_modules/.bin/copilot";
+    let native = "/opt/p/node_modules/@github/copilot-linux-x64/copilot";
+    let args = [
+        "-i",
+        "create probe.txt",
+        "--session-id",
+        "11111111-2222-4333-8444-555555555555",
+    ];
+    let loader: Vec<&str> = ["node", bin].into_iter().chain(args).collect();
+    proc(r, 950, 101, "node", 'S', &loader);
+    let inner: Vec<&str> = [native].into_iter().chain(args).collect();
+    proc(r, 951, 950, "MainThread", 'S', &inner);
+    proc(
+        r,
+        952,
+        951,
+        "bash",
+        'S',
+        &["bash", "-c", "'/usr/bin/volee' hook copilot preToolUse"],
+    );
+    proc(
+        r,
+        953,
+        952,
+        "volee",
+        'S',
+        &["/usr/bin/volee", "hook", "copilot", "preToolUse"],
+    );
+    proc(
+        r,
+        954,
+        951,
+        "python3",
+        'S',
+        &["python3", "/opt/p/bin/mini-mcp.py", "copilot"],
+    );
+    proc(
+        r,
+        955,
+        951,
+        "rg",
+        'S',
+        &[
+            "/h/.cache/copilot/pkg/linux-x64/1.0.102/ripgrep/bin/linux-x64/rg",
+            "--files",
+        ],
+    );
+    proc(
+        r,
+        956,
+        951,
+        "bash",
+        'S',
+        &["/bin/bash", "-c", "echo copilot > probe.txt"],
+    );
+    // The native binary's version check of itself, a few ms long at start.
+    proc(
+        r,
+        957,
+        951,
+        "MainThread",
+        'S',
+        &[native, "--binary-version"],
+    );
+    let mut rules = rules();
+    rules.push(rule(
+        "copilot",
+        &["copilot"],
+        &["@github/copilot/"],
+        &["--binary-version"],
+    ));
+    let found = find_agents(&ProcRoot::new(r).scan(), &rules);
+    assert_eq!(
+        found,
+        vec![Found {
+            harness: "copilot".into(),
+            pid: 951,
+            wrappers: vec![950],
+        }]
+    );
+    // The loader run as `node …/@github/copilot/npm-loader.js` is recognised by its package too.
+    proc(
+        r,
+        950,
+        101,
+        "node",
+        'S',
+        &["node", "/opt/p/node_modules/@github/copilot/npm-loader.js"],
+    );
+    let found = find_agents(&ProcRoot::new(r).scan(), &rules);
+    assert_eq!(found.len(), 1);
+    assert_eq!((found[0].pid, found[0].wrappers.clone()), (951, vec![950]));
+}

@@ -181,6 +181,17 @@ pub struct AgentView {
     /// typed into it.
     #[serde(default)]
     pub last_output: Option<String>,
+    /// The linked git worktree its working directory is in (`launch --worktree`, or found).
+    #[serde(default)]
+    pub worktree: Option<Worktree>,
+}
+
+/// A linked git worktree: its top directory and the branch checked out there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Worktree {
+    pub path: String,
+    /// None on a detached HEAD.
+    pub branch: Option<String>,
 }
 
 /// One source's latest observation, as `volee explain` prints it.
@@ -234,6 +245,10 @@ pub struct LaunchRequest {
     /// Launch into this zellij session (a new tab) instead of tmux.
     #[serde(default)]
     pub zellij_session: Option<String>,
+    /// A first prompt to type into the pane once the harness shows it is ready (the screen says
+    /// idle), for a harness with no flag that keeps its session interactive (Aider).
+    #[serde(default)]
+    pub typed_prompt: Option<String>,
 }
 
 fn generic_fit() -> ProfileFit {
@@ -313,6 +328,11 @@ pub enum Request {
         socket: String,
     },
     Shutdown,
+    /// No notifications until this time (epoch ms); None: notify again now. Answers with a
+    /// `Text` saying until when.
+    Quiet {
+        until_ms: Option<u64>,
+    },
 }
 
 /// How a request failed; the CLI maps kinds to exit codes.

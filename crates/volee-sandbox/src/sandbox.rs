@@ -417,8 +417,8 @@ impl Sandbox {
     }
 
     /// `kill -KILL -1` as the sandbox user: every process it may signal except itself and PID 1
-    /// (the keep-alive loop), i.e. whatever a timed-out command left running.
-    async fn kill_user_processes(&self) {
+    /// (the keep-alive loop), i.e. whatever a timed-out or interrupted command left running.
+    pub async fn kill_user_processes(&self) {
         let cmd = vec!["sh".into(), "-c".into(), "kill -KILL -1".into()];
         match self.start_exec(cmd, Path::new("/"), &[]).await {
             Ok((_, mut output)) => {

@@ -14,6 +14,7 @@
 
 pub mod model_server;
 pub mod ollama_server;
+pub mod zellij;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,41 @@ pub fn require(program: &str, why: &str) -> bool {
         panic!("{program} is required for {why} and is not installed (CI is set, so this fails)");
     }
     eprintln!("SKIPPED: {program} is not installed; needed for {why}");
+    false
+}
+
+/// Does a Docker daemon answer `GET /_ping` on its socket (`DOCKER_HOST` when it is a `unix://`
+/// path, else `/var/run/docker.sock`)?
+pub fn docker_answers() -> bool {
+    use std::io::{Read, Write};
+    let socket = std::env::var("DOCKER_HOST")
+        .ok()
+        .and_then(|h| h.strip_prefix("unix://").map(String::from))
+        .unwrap_or_else(|| "/var/run/docker.sock".into());
+    let Ok(mut s) = std::os::unix::net::UnixStream::connect(&socket) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    if s.write_all(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply);
+    reply.starts_with(b"HTTP/1.") && String::from_utf8_lossy(&reply).contains(" 200 ")
+}
+
+/// True when Docker answers. Missing: panics under `CI`, otherwise prints why the test is
+/// skipped and returns false (the caller returns).
+pub fn require_docker(why: &str) -> bool {
+    if docker_answers() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("Docker is required for {why} and does not answer (CI is set, so this fails)");
+    }
+    eprintln!("SKIPPED: Docker does not answer; needed for {why}");
     false
 }
 
@@ -256,6 +292,11 @@ impl Drop for TestEnv {
             .arg("kill-server")
             .stderr(Stdio::null())
             .status();
+        // VOLEE_TEST_KEEP=1 keeps the directory (logs, zellij's log under zj/tmp) to look at.
+        if std::env::var_os("VOLEE_TEST_KEEP").is_some() {
+            self.dir.disable_cleanup(true);
+            eprintln!("kept {}", self.dir.path().display());
+        }
     }
 }
 

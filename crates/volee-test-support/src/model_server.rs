@@ -8,7 +8,9 @@
 //!   and `.done` with one `function_call` (`call_id`, `name`, `arguments` as a JSON string) or one
 //!   assistant `message` (`output_text`), then `response.completed` with usage; a call is answered
 //!   by a `function_call_output` item in `input` with its `call_id`. Turn number: `function_call`
-//!   items and assistant messages in `input`. Tools: `tools[].name`. A side request (Codex's
+//!   items and assistant messages in `input`. Tools: `tools[].name`, and a `namespace` tool's own
+//!   tools as `NAMESPACE/TOOL` (a script calling that name gets `name` + `namespace` in its
+//!   `function_call`: Codex's MCP tools). A side request (Codex's
 //!   thread title: no tools, `text.format` a JSON schema) gets a JSON object of placeholders.
 //!
 //! - OpenAI: `POST …/chat/completions`: SSE chunks (`data: {chat.completion.chunk}` … `data:
@@ -219,6 +221,9 @@ struct Shared {
     stop: AtomicBool,
     /// Milliseconds to wait before answering a main request (a model "thinking").
     main_delay_ms: AtomicU64,
+    /// Every request is a main one, played in arrival order ([`ModelServer::set_toolless`]).
+    toolless: AtomicBool,
+    toolless_turns: AtomicUsize,
 }
 
 /// The running server; dropping it stops it.
@@ -249,6 +254,8 @@ impl ModelServer {
             seq: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             main_delay_ms: AtomicU64::new(0),
+            toolless: AtomicBool::new(false),
+            toolless_turns: AtomicUsize::new(0),
         });
         let accept_shared = shared.clone();
         let accept = std::thread::Builder::new()
@@ -281,6 +288,13 @@ impl ModelServer {
         self.shared
             .main_delay_ms
             .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// For a harness that offers the model no tools (Aider: its edits and shell commands are
+    /// text): every request is a main one, and the script plays in arrival order (its prompt
+    /// carries example conversations, so assistant messages do not count turns).
+    pub fn set_toolless(&self) {
+        self.shared.toolless.store(true, Ordering::SeqCst);
     }
 
     /// `http://127.0.0.1:PORT` (for `ANTHROPIC_BASE_URL`).
@@ -446,6 +460,18 @@ fn tool_names(body: &Value) -> Vec<String> {
     {
         if let Some(n) = t.get("name").and_then(Value::as_str) {
             names.push(n.to_string());
+            // A Responses `namespace` tool (Codex offers each MCP server as one): its tools as
+            // `NAMESPACE/TOOL`, the name a script calls them by.
+            for sub in t
+                .get("tools")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or(&[])
+            {
+                if let Some(m) = sub.get("name").and_then(Value::as_str) {
+                    names.push(format!("{n}/{m}"));
+                }
+            }
         }
         if let Some(n) = t
             .get("function")
@@ -756,9 +782,15 @@ fn pick_turn(
                 .iter()
                 .any(|t| matches!(t, Turn::ToolUse { name, .. } if name == n))
     });
-    if !main {
+    let toolless = shared.toolless.load(Ordering::SeqCst);
+    if !main && !toolless {
         return (Kind::Side, Turn::Text(side()));
     }
+    let assistant_turns = if toolless {
+        shared.toolless_turns.fetch_add(1, Ordering::SeqCst)
+    } else {
+        assistant_turns
+    };
     let delay = shared.main_delay_ms.load(Ordering::SeqCst);
     if delay > 0 {
         std::thread::sleep(Duration::from_millis(delay));
@@ -928,11 +960,17 @@ fn responses(shared: &Shared, seq: usize, req: &Request, body: &Value) -> Answer
     let call_id = format!("call_volee_{seq}_0");
     let describe = describe_turn(&turn, &call_id);
     let (item, tool_use_ids) = match &turn {
-        Turn::ToolUse { name, input } => (
-            json!({"type": "function_call", "id": format!("fc_volee_{seq}"), "call_id": call_id,
-                   "name": name, "arguments": input.to_string(), "status": "completed"}),
-            vec![call_id.clone()],
-        ),
+        Turn::ToolUse { name, input } => {
+            let mut item = json!({"type": "function_call", "id": format!("fc_volee_{seq}"),
+                "call_id": call_id, "name": name, "arguments": input.to_string(),
+                "status": "completed"});
+            // `NAMESPACE/TOOL`: a tool of a namespace tool.
+            if let Some((namespace, tool)) = name.split_once('/') {
+                item["namespace"] = json!(namespace);
+                item["name"] = json!(tool);
+            }
+            (item, vec![call_id.clone()])
+        }
         Turn::Text(text) => (
             json!({"type": "message", "id": format!("msg_volee_{seq}"), "role": "assistant",
                    "status": "completed",

@@ -150,6 +150,8 @@ pub struct OllamaExchange {
     pub path: String,
     /// The JSON body (`Null` when none or not JSON).
     pub body: Value,
+    /// Request headers, names lowercased.
+    pub headers: Vec<(String, String)>,
     /// The script turn this `/api/chat` request played.
     pub turn: Option<usize>,
     /// HTTP status sent.
@@ -296,9 +298,12 @@ impl OllamaServer {
     }
 
     /// What volee promises Ollama, over every `/api/chat` request so far: `truncate` and `shift`
-    /// false, `options.num_ctx` a positive number, and every tool call handed out answered by
-    /// exactly one `role:"tool"` message (with its `tool_call_id`) in every later request, and no
-    /// tool result for an id never handed out.
+    /// false, `options.num_ctx` a positive number; within every request, each tool call of an
+    /// assistant message answered by exactly one later `role:"tool"` message (by
+    /// `tool_call_id`) and no tool result without its call; every tool call handed out answered
+    /// in the next request that carries the conversation on, and in every later request that still
+    /// holds the call (compaction may replace old calls and their results by a summary, both
+    /// together); no tool result for an id never handed out.
     pub fn check_invariants(&self) -> Result<(), String> {
         let chats = self.chat_requests();
         for e in &chats {
@@ -319,18 +324,32 @@ impl OllamaServer {
             if num_ctx.is_none_or(|n| n == 0) {
                 return Err(format!("request #{} has no options.num_ctx", e.seq));
             }
+            check_pairing(e)?;
         }
         let handed_out: Vec<String> = chats.iter().flat_map(|e| e.tool_call_ids.clone()).collect();
         for (i, e) in chats.iter().enumerate() {
             for id in &e.tool_call_ids {
+                let mut carried = false;
                 for later in &chats[i + 1..] {
+                    let holds = call_ids_in(later).contains(id);
                     let n = later.tool_result_ids().iter().filter(|r| *r == id).count();
-                    if n != 1 {
+                    if holds {
+                        carried = true;
+                    } else if n > 0 {
                         return Err(format!(
-                            "tool call {id} (answer to #{}) has {n} tool results in request #{} (want exactly 1)",
-                            e.seq, later.seq
+                            "request #{} answers tool call {id} without carrying the call",
+                            later.seq
                         ));
                     }
+                }
+                // A later request that continues the conversation (it has tools, like the one that
+                // got the call) must carry it; summary requests carry older parts only.
+                let continued = chats[i + 1..].iter().any(|l| l.body.get("tools").is_some());
+                if continued && !carried {
+                    return Err(format!(
+                        "tool call {id} (answer to #{}) is in no later request with its result",
+                        e.seq
+                    ));
                 }
             }
             for r in e.tool_result_ids() {
@@ -371,6 +390,73 @@ impl OllamaServer {
             .collect::<Vec<_>>()
             .join("\n")
     }
+}
+
+/// Ids of the tool calls in a request's assistant messages.
+fn call_ids_in(e: &OllamaExchange) -> Vec<String> {
+    e.messages()
+        .iter()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .filter_map(|m| m.get("tool_calls").and_then(Value::as_array))
+        .flatten()
+        .filter_map(|c| c.get("id").and_then(Value::as_str))
+        .map(String::from)
+        .collect()
+}
+
+/// Within one request: every assistant tool call answered by exactly one later tool message,
+/// every tool message answering a call made before it.
+fn check_pairing(e: &OllamaExchange) -> Result<(), String> {
+    let msgs = e.messages();
+    for (i, m) in msgs.iter().enumerate() {
+        match m.get("role").and_then(Value::as_str) {
+            Some("assistant") => {
+                for c in m
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let Some(id) = c.get("id").and_then(Value::as_str) else {
+                        continue;
+                    };
+                    let n = msgs[i + 1..]
+                        .iter()
+                        .filter(|r| {
+                            r.get("role").and_then(Value::as_str) == Some("tool")
+                                && r.get("tool_call_id").and_then(Value::as_str) == Some(id)
+                        })
+                        .count();
+                    if n != 1 {
+                        return Err(format!(
+                            "request #{}: tool call {id} has {n} tool results after it (want exactly 1)",
+                            e.seq
+                        ));
+                    }
+                }
+            }
+            Some("tool") => {
+                if let Some(id) = m.get("tool_call_id").and_then(Value::as_str) {
+                    let made_before = msgs[..i].iter().any(|a| {
+                        a.get("tool_calls")
+                            .and_then(Value::as_array)
+                            .is_some_and(|cs| {
+                                cs.iter()
+                                    .any(|c| c.get("id").and_then(Value::as_str) == Some(id))
+                            })
+                    });
+                    if !made_before {
+                        return Err(format!(
+                            "request #{}: tool result {id} answers no call made before it",
+                            e.seq
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 impl Drop for OllamaServer {
@@ -521,6 +607,7 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
                 method: req.method.clone(),
                 path: req.path.clone(),
                 body: body.clone(),
+                headers: req.headers.clone(),
                 turn: None,
                 status: 0,
                 tool_call_ids: Vec::new(),

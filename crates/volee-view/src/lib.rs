@@ -63,6 +63,29 @@ pub fn in_display_order(agents: &[AgentView]) -> Vec<&AgentView> {
 
 /// The harness name as every view shows it: marked `*` when the installed version is outside the
 /// profile's measured range (its screen states are then the generic ones).
+/// `[branch]` of the worktree an agent works in (`[detached]` on a detached HEAD), plain text;
+/// None outside a linked worktree.
+pub fn worktree_tag(agent: &AgentView) -> Option<String> {
+    agent.worktree.as_ref().map(|w| {
+        let branch = w.branch.as_deref().unwrap_or("detached");
+        format!("[{}]", text::plain_text(branch, 40))
+    })
+}
+
+/// The title column with the worktree tag in front.
+pub fn tagged_title(agent: &AgentView, max_chars: usize) -> String {
+    let title = agent
+        .title
+        .as_deref()
+        .map(|t| text::plain_text(t, max_chars))
+        .unwrap_or_default();
+    match worktree_tag(agent) {
+        Some(tag) if title.is_empty() => tag,
+        Some(tag) => format!("{tag} {title}"),
+        None => title,
+    }
+}
+
 pub fn harness_label(agent: &AgentView, max_chars: usize) -> String {
     let name = plain_text(&agent.harness, max_chars);
     match agent.profile_fit {
@@ -106,6 +129,7 @@ pub(crate) mod test_support {
             created_at: "2025-01-01T00:00:00Z".into(),
             ended_at: None,
             last_output: None,
+            worktree: None,
         }
     }
 }

@@ -35,10 +35,7 @@ pub fn menu_items(agents: &[AgentView], now_epoch_secs: u64) -> Vec<MenuItem> {
                 plain_text(&a.name, NAME_MAX),
                 crate::harness_label(a, HARNESS_MAX),
                 age_of(&a.state_since, now_epoch_secs),
-                a.title
-                    .as_deref()
-                    .map(|t| plain_text(t, TITLE_MAX))
-                    .unwrap_or_default(),
+                crate::tagged_title(a, TITLE_MAX),
             ]
         })
         .collect();

@@ -21,9 +21,11 @@ pub fn agents_table(agents: &[AgentView], now_epoch_secs: u64) -> String {
         return "no agents\n".to_owned();
     }
     let header = ["ID", "NAME", "HARNESS", "STATE", "FOR", "SOURCE", "WHERE"].map(String::from);
+    // A BRANCH column only when some agent works in a linked worktree.
+    let branches = agents.iter().any(|a| a.worktree.is_some());
     let rows = agents.iter().map(|a| {
         let harness = crate::harness_label(a, HARNESS_MAX);
-        [
+        let mut row = vec![
             plain_text(&a.id, ID_MAX),
             plain_text(&a.name, NAME_MAX),
             harness,
@@ -31,8 +33,16 @@ pub fn agents_table(agents: &[AgentView], now_epoch_secs: u64) -> String {
             age_of(&a.state_since, now_epoch_secs),
             a.state_source.to_string(),
             host_text(&a.host),
-        ]
+        ];
+        if branches {
+            row.push(crate::worktree_tag(a).unwrap_or_else(|| "-".into()));
+        }
+        row
     });
+    let mut header = header.to_vec();
+    if branches {
+        header.push("BRANCH".into());
+    }
     let mut text = columns(std::iter::once(header).chain(rows).collect(), "");
     if agents
         .iter()
@@ -86,6 +96,13 @@ pub fn agent_detail(agent: &AgentView, now_epoch_secs: u64) -> String {
         ("exit_status", opt(a.exit_status.map(|s| s.to_string()))),
         ("pid", opt(a.pid.map(|p| p.to_string()))),
         ("cwd", a.cwd.clone()),
+        (
+            "worktree",
+            opt(a.worktree.as_ref().map(|w| match &w.branch {
+                Some(b) => format!("{} (branch {b})", w.path),
+                None => format!("{} (detached HEAD)", w.path),
+            })),
+        ),
         ("session_id", opt(a.session_id.clone())),
         ("where", host_text(&a.host)),
     ];
@@ -153,16 +170,22 @@ pub fn explanation_text(ex: &Explanation, now_epoch_secs: u64) -> String {
 }
 
 /// Rows as lines of columns two spaces apart, each column but the last padded to its widest cell.
-fn columns<const N: usize>(rows: Vec<[String; N]>, indent: &str) -> String {
-    let mut widths = [0; N];
+fn columns<R: AsRef<[String]>>(rows: Vec<R>, indent: &str) -> String {
+    let n = rows.iter().map(|r| r.as_ref().len()).max().unwrap_or(0);
+    let mut widths = vec![0; n];
     for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
+        for (w, cell) in widths.iter_mut().zip(row.as_ref()) {
             *w = (*w).max(display_width(cell));
         }
     }
     let mut out = String::new();
     for row in &rows {
-        let cells: Vec<String> = row.iter().zip(widths).map(|(c, w)| pad_to(c, w)).collect();
+        let cells: Vec<String> = row
+            .as_ref()
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| pad_to(c, *w))
+            .collect();
         out.push_str(indent);
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
@@ -263,11 +286,31 @@ z9    évite[2J              claude   done       2d   process  -
             "title:           ]0;pwnedTests\n",
             "command:         claude --model 'it'\\''s big'\n",
             "ended_at:        -\n",
+            "worktree:        -\n",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
-        assert_eq!(text.lines().count(), 20);
+        assert_eq!(text.lines().count(), 21);
         assert!(!text.contains('\x1b'));
+    }
+
+    #[test]
+    fn a_branch_column_only_when_an_agent_has_a_worktree() {
+        let plain = agent("k3f9", "fix-auth", NeedsYou, "2025-01-01T00:07:00Z");
+        assert!(!agents_table(std::slice::from_ref(&plain), 0).contains("BRANCH"));
+        let mut wt = agent("b2c3", "wt#[evil]", NeedsYou, "2025-01-01T00:07:00Z");
+        wt.worktree = Some(volee_protocol::Worktree {
+            path: "/r.worktrees/x".into(),
+            branch: Some("volee/x\x1b[2J".into()),
+        });
+        let table = agents_table(&[plain, wt.clone()], 0);
+        assert!(table.lines().next().unwrap().ends_with("BRANCH"), "{table}");
+        assert!(table.contains("[volee/x"), "{table}");
+        assert!(!table.contains('\x1b'));
+        assert!(agent_detail(&wt, 0).contains("/r.worktrees/x (branch volee/x"));
+        wt.worktree.as_mut().unwrap().branch = None;
+        assert!(agent_detail(&wt, 0).contains("(detached HEAD)"));
+        assert_eq!(crate::worktree_tag(&wt).as_deref(), Some("[detached]"));
     }
 
     #[test]

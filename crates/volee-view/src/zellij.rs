@@ -16,7 +16,10 @@ use crate::{harness_label, in_display_order, next_needing_you, state_marker, sta
 pub const SCREEN_LINES: usize = 40;
 
 /// What the launch prompt offers, in this order; `generic` runs a command line.
-pub const HARNESSES: [&str; 6] = ["generic", "claude", "codex", "gemini", "qwen", "grok"];
+pub const HARNESSES: &[&str] = &[
+    "generic", "claude", "codex", "gemini", "qwen", "grok", "copilot", "opencode", "aider", "amp",
+    "cursor", "volee",
+];
 
 const NAME_MAX: usize = 24;
 const HARNESS_MAX: usize = 12;
@@ -81,6 +84,63 @@ pub fn zellij_pane(agent: &AgentView) -> Option<u32> {
     match &agent.host {
         Host::Zellij { pane, .. } => parse_terminal_id(pane),
         _ => None,
+    }
+}
+
+/// The mark in front of the name of a tab whose agent needs you while the tab is not shown.
+pub const NEEDS_YOU_MARK: &str = "! ";
+
+/// Tab renames that mark (or unmark) tabs: a tab not shown (`active` false) holding an agent that
+/// needs you gets [`NEEDS_YOU_MARK`] in front of its name; a marked tab holding a volee agent
+/// loses it once none of its agents needs you or it is shown. `pane_tabs`: terminal pane id →
+/// tab position; `tabs`: (position, name, active). Stateless, so every plugin instance agrees.
+pub fn tab_marks(
+    agents: &[AgentView],
+    pane_tabs: &[(u32, usize)],
+    tabs: &[(usize, String, bool)],
+) -> Vec<(usize, String)> {
+    let tab_of = |agent: &AgentView| {
+        zellij_pane(agent).and_then(|p| pane_tabs.iter().find(|(id, _)| *id == p).map(|(_, t)| *t))
+    };
+    let mut renames = Vec::new();
+    for (pos, name, active) in tabs {
+        let mine: Vec<&AgentView> = agents
+            .iter()
+            .filter(|a| !a.state.is_final() && tab_of(a) == Some(*pos))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let want = !active && mine.iter().any(|a| a.state == AgentState::NeedsYou);
+        match (want, name.strip_prefix(NEEDS_YOU_MARK)) {
+            (true, None) => renames.push((*pos, format!("{NEEDS_YOU_MARK}{name}"))),
+            (false, Some(base)) => renames.push((*pos, base.to_string())),
+            _ => {}
+        }
+    }
+    renames
+}
+
+/// The toast for agents that have just come to need you (their state in `before` was another,
+/// or they were not there).
+pub fn needs_you_toast(before: &[AgentView], now: &[AgentView]) -> Option<String> {
+    let fresh: Vec<&AgentView> = now
+        .iter()
+        .filter(|a| a.state == AgentState::NeedsYou)
+        .filter(|a| {
+            !before
+                .iter()
+                .any(|b| b.id == a.id && b.state == AgentState::NeedsYou)
+        })
+        .collect();
+    match fresh.as_slice() {
+        [] => None,
+        [one] => Some(format!(
+            "{} needs you: {}",
+            plain_text(&one.name, NAME_MAX),
+            plain_text(&one.evidence, 60)
+        )),
+        many => Some(format!("{} agents need you", many.len())),
     }
 }
 
@@ -244,10 +304,7 @@ fn agent_rows(agents: &[AgentView], selected: usize, now_epoch_secs: u64) -> Vec
                 harness_label(a, HARNESS_MAX),
                 age_of(&a.state_since, now_epoch_secs),
                 a.state_source.as_str().to_owned(),
-                a.title
-                    .as_deref()
-                    .map(|t| plain_text(t, TITLE_MAX))
-                    .unwrap_or_default(),
+                crate::tagged_title(a, TITLE_MAX),
             ]
         })
         .collect();
@@ -828,7 +885,7 @@ mod tests {
         ui.key(Key::Enter, &[], &[]);
         assert_eq!(
             ui.lines(Some(&[]), None, 10, 80, NOW, false)[0],
-            "volee  launch grok: first prompt (may be empty)"
+            "volee  launch volee: first prompt (may be empty)"
         );
         assert_eq!(ui.key(Key::Esc, &[], &[]), None);
         assert!(!ui.is_prompting());
@@ -903,6 +960,58 @@ mod tests {
         assert_eq!(screen_tail(&["$ ".into(), "".into()]), ["$"]);
         assert!(screen_tail(&["   ".into()]).is_empty());
         assert!(screen_tail(&[]).is_empty());
+    }
+
+    #[test]
+    fn hidden_tabs_of_agents_that_need_you_are_marked_and_unmarked() {
+        let mut agents = agents();
+        // agents()[0] is in zellij pane 2.
+        agents[0].state = AgentState::NeedsYou;
+        let pane_tabs = [(2, 1)];
+        let tabs = vec![
+            (0, "Tab #1".to_string(), true),
+            (1, "fix (k3f9)".to_string(), false),
+        ];
+        assert_eq!(
+            tab_marks(&agents, &pane_tabs, &tabs),
+            vec![(1, "! fix (k3f9)".to_string())]
+        );
+        // Already marked: nothing to do; shown, or answered: unmarked.
+        let marked = vec![
+            (0, "Tab #1".to_string(), true),
+            (1, "! fix (k3f9)".to_string(), false),
+        ];
+        assert!(tab_marks(&agents, &pane_tabs, &marked).is_empty());
+        let shown = vec![(1, "! fix (k3f9)".to_string(), true)];
+        assert_eq!(
+            tab_marks(&agents, &pane_tabs, &shown),
+            vec![(1, "fix (k3f9)".to_string())]
+        );
+        agents[0].state = AgentState::Working;
+        assert_eq!(
+            tab_marks(&agents, &pane_tabs, &marked),
+            vec![(1, "fix (k3f9)".to_string())]
+        );
+        // A tab with no volee agent keeps its name, whatever it is.
+        let users = vec![(5, "! mine".to_string(), false)];
+        assert!(tab_marks(&agents, &pane_tabs, &users).is_empty());
+    }
+
+    #[test]
+    fn a_toast_for_agents_that_just_came_to_need_you() {
+        let mut before = agents();
+        before[1].state = Working;
+        let mut now = before.clone();
+        assert_eq!(needs_you_toast(&before, &now), None);
+        now[0].state = AgentState::NeedsYou;
+        let toast = needs_you_toast(&before, &now).unwrap();
+        assert!(toast.contains("needs you"), "{toast}");
+        assert_eq!(needs_you_toast(&now, &now), None);
+        now[1].state = AgentState::NeedsYou;
+        assert_eq!(
+            needs_you_toast(&before, &now).as_deref(),
+            Some("2 agents need you")
+        );
     }
 
     #[test]

@@ -97,6 +97,15 @@ pub struct ZellijCli {
     env: Vec<(String, String)>,
 }
 
+/// One command-line client at a time, process-wide. zellij 0.45.1 mixes up clients: it reuses a
+/// client id as soon as its client has gone, and a new client can be handed an answer meant for
+/// another (seen under load: `action new-tab` printed a `list-panes` answer, `list-panes` a
+/// `list-clients` one). Fewer clients at once, fewer mix-ups; every answer is also checked.
+/// Long-lived clients (the stream pipe, `subscribe`) are not held by this lock.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// How long a new pane may take to show up in `list-panes`.
+const PANE_WAIT: Duration = Duration::from_secs(10);
 const TIMEOUT: Duration = Duration::from_secs(5);
 
 impl ZellijCli {
@@ -145,12 +154,37 @@ impl ZellijCli {
     }
 
     /// Run `zellij --session S ARGS…`, returning stdout.
+    ///
+    /// zellij 0.45.1 reuses a client id as soon as its client has gone, so a new client can be
+    /// handed a message meant for the one before. Its session check (a `ConnStatus` answered by
+    /// anything but `Connected`) then says "There is no active session!" about a live session;
+    /// nothing was done yet at that point, so the command is tried again, a few times.
     pub async fn run<S: AsRef<str>>(&self, args: &[S]) -> Result<String, ZellijError> {
+        let mut attempt = 0;
+        loop {
+            match self.run_once(args).await {
+                Err(ZellijError::Failed { message, .. } | ZellijError::NoSession(message))
+                    if attempt < 4
+                        && (message.contains("There is no active session")
+                            || message == self.session) =>
+                {
+                    tracing::debug!("zellij said the session is gone; asking again");
+                    tokio::time::sleep(Duration::from_millis(40 << attempt)).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn run_once<S: AsRef<str>>(&self, args: &[S]) -> Result<String, ZellijError> {
         let shown = args
             .iter()
             .map(|a| a.as_ref().to_string())
             .collect::<Vec<_>>()
             .join(" ");
+        let _one = ONE_AT_A_TIME.lock().await;
+        let started = std::time::Instant::now();
         let mut cmd = self.command();
         cmd.args(args.iter().map(|a| a.as_ref()))
             .stdin(Stdio::null())
@@ -174,6 +208,13 @@ impl ZellijCli {
             }
             Ok(Ok(out)) => out,
         };
+        tracing::debug!(
+            "zellij --session {} {}: {} in {:?}",
+            self.session,
+            shown.chars().take(120).collect::<String>(),
+            out.status,
+            started.elapsed()
+        );
         if !out.status.success() {
             // "Session 'x' not found. The following sessions are active: …" (on stdout or stderr).
             let said = format!(
@@ -199,18 +240,21 @@ impl ZellijCli {
 
     /// Every pane of the session.
     pub async fn list_panes(&self) -> Result<Vec<ListedPane>, ZellijError> {
-        // zellij 0.45.1 sometimes answers with nothing at all (seen under load): ask again.
+        // zellij 0.45.1 sometimes answers with nothing at all, or with the answer meant for the
+        // client before (its client ids are reused at once): ask again.
         let mut out = String::new();
-        for attempt in 0..4 {
+        let mut parsed = Err(String::new());
+        for attempt in 0..5 {
             out = self
                 .run(&["action", "list-panes", "--json", "--all"])
                 .await?;
-            if !out.trim().is_empty() {
+            parsed = parse_panes(&out).map_err(|e| e.to_string());
+            if parsed.is_ok() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
         }
-        parse_panes(&out).map_err(|e| ZellijError::Unexpected {
+        parsed.map_err(|e| ZellijError::Unexpected {
             args: "action list-panes --json --all".into(),
             output: format!("{e}: {}", out.chars().take(200).collect::<String>()),
         })
@@ -219,6 +263,23 @@ impl ZellijCli {
     /// Does the session exist (running)?
     pub async fn session_exists(&self) -> bool {
         self.list_panes().await.is_ok()
+    }
+
+    /// How many clients are attached (`zellij action list-clients`: a header, then one row each).
+    pub async fn clients(&self) -> Result<usize, ZellijError> {
+        let mut out = String::new();
+        for attempt in 0..5 {
+            out = self.run(&["action", "list-clients"]).await?;
+            // Anything else is an answer meant for another client (see `list_panes`).
+            if out.starts_with("CLIENT_ID") {
+                return Ok(out.lines().skip(1).filter(|l| !l.trim().is_empty()).count());
+            }
+            tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
+        }
+        Err(ZellijError::Unexpected {
+            args: "action list-clients".into(),
+            output: out.chars().take(200).collect(),
+        })
     }
 
     /// Open `command` in a new tab named `tab_name` in `cwd`; returns the terminal pane id. With
@@ -230,35 +291,105 @@ impl ZellijCli {
         cwd: &str,
         command: &[String],
     ) -> Result<u32, ZellijError> {
+        if self.clients().await? == 0 {
+            return self.run_pane(cwd, command).await;
+        }
         let mut args: Vec<String> = ["action", "new-tab", "--name", tab_name, "--cwd", cwd, "--"]
             .map(String::from)
             .to_vec();
         args.extend(command.iter().cloned());
         let out = self.run(&args).await?;
-        let tab_id: Option<u32> = out.trim().parse().ok();
-        if let Some(tab_id) = tab_id {
-            for _ in 0..20 {
-                let panes = self.list_panes().await?;
-                if let Some(p) = panes
+        // The new tab's id; when zellij printed something else (another client's answer), the
+        // tab is found by its name, which volee makes unique.
+        let mut tab_id: Option<u32> = out.trim().parse().ok();
+        if tab_id.is_none() {
+            let deadline = tokio::time::Instant::now() + PANE_WAIT;
+            while tab_id.is_none() {
+                tab_id = self
+                    .list_panes()
+                    .await?
                     .iter()
-                    .find(|p| !p.is_plugin && p.tab_id == Some(tab_id))
-                {
-                    return Ok(p.id);
+                    .find(|p| p.tab_name == tab_name)
+                    .and_then(|p| p.tab_id);
+                if tab_id.is_none() {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(ZellijError::Unexpected {
+                            args: "action new-tab".into(),
+                            output: out.chars().take(200).collect(),
+                        });
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                tokio::time::sleep(Duration::from_millis(25)).await;
             }
-            // Headless: the tab has no pane. Close it again and run the command instead.
+        }
+        let tab_id = tab_id.unwrap_or_default();
+        // The tab's pane shows up in `list-panes` within tens of milliseconds; on a loaded machine
+        // it can take seconds. Closing the tab early (and running the command elsewhere) would
+        // start the agent twice, so wait, and only fall back when the last client left meanwhile.
+        let deadline = tokio::time::Instant::now() + PANE_WAIT;
+        loop {
+            let panes = self.list_panes().await?;
+            if let Some(p) = panes
+                .iter()
+                .find(|p| !p.is_plugin && p.tab_id == Some(tab_id))
+            {
+                return Ok(p.id);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if self.clients().await? == 0 {
             let _ = self
                 .run(&["action", "close-tab-by-id", &tab_id.to_string()])
                 .await;
+            return self.run_pane(cwd, command).await;
         }
+        Err(ZellijError::Unexpected {
+            args: "action new-tab".into(),
+            output: format!("tab {tab_id} has no pane after {} s", PANE_WAIT.as_secs()),
+        })
+    }
+
+    /// `zellij run`: the command in a new pane of the current tab. Its output is the pane id;
+    /// when zellij prints nothing (seen under load), the one new terminal pane is it.
+    async fn run_pane(&self, cwd: &str, command: &[String]) -> Result<u32, ZellijError> {
+        let before: std::collections::BTreeSet<u32> = self
+            .list_panes()
+            .await?
+            .iter()
+            .filter(|p| !p.is_plugin)
+            .map(|p| p.id)
+            .collect();
         let mut args: Vec<String> = ["run", "--cwd", cwd, "--"].map(String::from).to_vec();
         args.extend(command.iter().cloned());
         let out = self.run(&args).await?;
-        volee_protocol::zellij::parse_terminal_id(&out).ok_or(ZellijError::Unexpected {
-            args: "run".into(),
-            output: out,
-        })
+        if let Some(id) = volee_protocol::zellij::parse_terminal_id(&out) {
+            return Ok(id);
+        }
+        let deadline = tokio::time::Instant::now() + PANE_WAIT;
+        loop {
+            let new: Vec<u32> = self
+                .list_panes()
+                .await?
+                .iter()
+                .filter(|p| !p.is_plugin && !before.contains(&p.id))
+                .map(|p| p.id)
+                .collect();
+            match new.as_slice() {
+                [id] => return Ok(*id),
+                [] if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await
+                }
+                _ => {
+                    return Err(ZellijError::Unexpected {
+                        args: "run".into(),
+                        output: format!("{out:?}; new panes {new:?}"),
+                    })
+                }
+            }
+        }
     }
 
     /// Type text into a pane (as if pasted: bracketed when `bracketed`).
@@ -320,6 +451,7 @@ impl ZellijCli {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
+        tracing::debug!("zellij --session {} subscribe {panes:?}", self.session);
         cmd.spawn()
     }
 
@@ -343,6 +475,7 @@ impl ZellijCli {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
+        tracing::debug!("zellij --session {} pipe (stream)", self.session);
         cmd.spawn()
     }
 }

@@ -13,8 +13,8 @@ fn every_rule_fires_on_at_least_one_fixture() {
     let mut dead = Vec::new();
     let mut never_wins = Vec::new();
     for harness in HARNESSES_WITH_RULES {
-        let set = &rules[harness];
-        let mine: Vec<_> = fixtures.iter().filter(|f| f.harness == harness).collect();
+        let set = &rules[*harness];
+        let mine: Vec<_> = fixtures.iter().filter(|f| f.harness == *harness).collect();
         for rule in set.rules() {
             let fires = mine.iter().any(|f| {
                 set.matches(&f.screen, &f.title)
@@ -70,6 +70,10 @@ fn every_rules_file_names_its_harness_version_first() {
         ("gemini", "0.61.0"),
         ("qwen", "0.24.4"),
         ("grok", "1.0.41"),
+        ("copilot", "1.0.102"),
+        ("opencode", "1.18.33"),
+        ("aider", "0.86.2"),
+        ("amp", "0.0.1790142911"),
     ] {
         let text = rules_for(harness).expect("embedded");
         let first = text.lines().next().unwrap_or("");

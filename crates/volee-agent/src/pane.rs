@@ -1,0 +1,417 @@
+//! The pane: a line-oriented interface over any reader and writer (stdin/stdout in production).
+//! The model's text is written as it arrives; tool calls get one line each; approvals are asked
+//! on their own line; `\`-commands manage the session.
+
+use std::io::{BufRead, Write};
+
+use volee_store::Health;
+
+use crate::agent::{Agent, CompactOutcome};
+use crate::error::AgentError;
+use crate::parts::{Approval, Interrupts, Model, Shell, Ui};
+
+/// The interactive commands, for `\help`.
+pub const HELP: &str = "\
+commands:
+  \\help          this list
+  \\sessions      the sessions of the store, newest first
+  \\info          this session: id, model, context size, usage, tool calls, sandbox
+  \\title NAME    set this session's title
+  \\fork          copy this session into a new one and print its id (resume it with volee agent --resume ID)
+  \\compact       summarize the conversation before the last turn now (the transcript keeps everything)
+  \\exit          end the session (resume it later with volee agent --resume ID)
+anything else is a prompt for the agent; Ctrl-C stops a turn (twice at the prompt: exit).";
+
+/// How approvals are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalMode {
+    /// Ask in the pane.
+    Ask,
+    /// `--prompt --approve-all`: every call runs.
+    ApproveAll,
+    /// `--prompt` without `--approve-all`: every call that needs an approval is denied.
+    DenyAll,
+}
+
+/// A line-oriented pane.
+pub struct Pane<R, W> {
+    input: R,
+    out: W,
+    mode: ApprovalMode,
+    /// The last write ended a line.
+    at_line_start: bool,
+    /// "(thinking…)" was shown for the current answer.
+    thinking_shown: bool,
+}
+
+impl<R: BufRead, W: Write> Pane<R, W> {
+    pub fn new(input: R, out: W, mode: ApprovalMode) -> Pane<R, W> {
+        Pane {
+            input,
+            out,
+            mode,
+            at_line_start: true,
+            thinking_shown: false,
+        }
+    }
+
+    /// Write `text` now (a closed output is ignored: the pane may be gone). Control characters
+    /// other than newline and tab are dropped: the model's text and tool output are hostile, and
+    /// an escape sequence must not reach the terminal (a title, the clipboard, a fake prompt).
+    pub fn write(&mut self, text: &str) {
+        let text = printable(text);
+        if text.is_empty() {
+            return;
+        }
+        let _ = self.out.write_all(text.as_bytes());
+        let _ = self.out.flush();
+        self.at_line_start = text.ends_with('\n');
+    }
+
+    /// A whole line, starting on a fresh one.
+    pub fn line(&mut self, text: &str) {
+        if !self.at_line_start {
+            self.write("\n");
+        }
+        self.write(text);
+        self.write("\n");
+    }
+
+    /// The next line of input without its newline; None at the end of input.
+    pub fn read_line(&mut self) -> Option<String> {
+        let mut line = String::new();
+        match self.input.read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_string()),
+        }
+    }
+
+    pub fn into_inner(self) -> (R, W) {
+        (self.input, self.out)
+    }
+}
+
+/// `text` without control characters (C0 except newline and tab, DEL, C1).
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if text.chars().any(bad) {
+        std::borrow::Cow::Owned(text.chars().filter(|&c| !bad(c)).collect())
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+impl<R: BufRead, W: Write> Ui for Pane<R, W> {
+    fn text(&mut self, delta: &str) {
+        self.write(delta);
+    }
+
+    fn thinking(&mut self, _delta: &str) {
+        // The reasoning itself is not shown (it is in the transcript); that there is some is.
+        if !self.thinking_shown {
+            self.thinking_shown = true;
+            self.line("(thinking…)");
+        }
+    }
+
+    fn answer_done(&mut self) {
+        self.thinking_shown = false;
+        if !self.at_line_start {
+            self.write("\n");
+        }
+    }
+
+    fn tool_started(&mut self, description: &str) {
+        self.line(&format!("· {description}"));
+    }
+
+    fn tool_finished(&mut self, summary: &str) {
+        let summary: String = summary.chars().take(160).collect();
+        self.line(&format!("  → {summary}"));
+    }
+
+    fn notice(&mut self, text: &str) {
+        self.line(&format!("[volee] {text}"));
+    }
+
+    fn asks_user(&self) -> bool {
+        self.mode == ApprovalMode::Ask
+    }
+
+    fn approve(&mut self, tool: &str, description: &str) -> Approval {
+        match self.mode {
+            ApprovalMode::ApproveAll => return Approval::Once,
+            ApprovalMode::DenyAll => {
+                self.line(&format!(
+                    "[volee] not approved (no --approve-all): {description}"
+                ));
+                return Approval::Deny;
+            }
+            ApprovalMode::Ask => {}
+        }
+        self.line(&format!("? the agent wants to run {description}"));
+        loop {
+            self.write(&format!(
+                "  allow {tool}: o = once, a = always this session, d = deny > "
+            ));
+            let Some(answer) = self.read_line() else {
+                self.line("");
+                return Approval::Deny;
+            };
+            self.at_line_start = true;
+            match answer.trim().to_ascii_lowercase().as_str() {
+                "o" | "once" | "y" | "yes" => return Approval::Once,
+                "a" | "always" => return Approval::Always,
+                "d" | "deny" | "n" | "no" => return Approval::Deny,
+                _ => self.line("  answer o, a or d"),
+            }
+        }
+    }
+}
+
+/// The interactive session: prompts and `\`-commands until `\exit` or the end of input.
+/// `first_prompt` runs as the first turn.
+pub async fn interactive<M: Model, S: Shell, R: BufRead, W: Write>(
+    agent: &mut Agent<M, S>,
+    pane: &mut Pane<R, W>,
+    first_prompt: Option<String>,
+    interrupts: &Interrupts,
+) -> Result<(), AgentError> {
+    pane.line(&format!(
+        "volee agent · session {} · model {} · {}",
+        agent.session_id(),
+        agent.model().name(),
+        agent.state().project_root.display()
+    ));
+    pane.line("type a prompt, or \\help");
+    let mut next = first_prompt;
+    // Idle until the first prompt; afterwards each turn reports its own end (idle, or failed,
+    // which stays until the next turn).
+    if next.is_none() {
+        agent.report_idle();
+    }
+    loop {
+        let line = match next.take() {
+            Some(p) => p,
+            None => {
+                pane.write("> ");
+                pane.at_line_start = true;
+                match pane.read_line() {
+                    Some(l) => l,
+                    None => {
+                        pane.line("");
+                        break;
+                    }
+                }
+            }
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(command) = line.strip_prefix('\\') {
+            let (name, rest) = command
+                .split_once(char::is_whitespace)
+                .map(|(n, r)| (n, r.trim()))
+                .unwrap_or((command, ""));
+            match name {
+                "exit" | "quit" => break,
+                "help" => pane.line(HELP),
+                "sessions" => sessions(agent, pane),
+                "info" => info(agent, pane),
+                "title" if rest.is_empty() => pane.line("usage: \\title NAME"),
+                "title" => match agent.set_title(rest) {
+                    Ok(()) => pane.line(&format!("title: {rest}")),
+                    Err(e) => error_lines(pane, &e),
+                },
+                "fork" => match agent.fork() {
+                    Ok(id) => pane.line(&format!(
+                        "forked into {id}; this session goes on here. Resume the fork separately: volee agent --resume {id}"
+                    )),
+                    Err(e) => error_lines(pane, &e),
+                },
+                "compact" => match agent.compact(pane).await {
+                    Ok(CompactOutcome::Compacted { .. }) => {}
+                    Ok(CompactOutcome::Unchanged { why }) => {
+                        pane.line(&format!("not compacted: {why}"))
+                    }
+                    Err(e) => error_lines(pane, &e),
+                },
+                _ => pane.line(&format!("unknown command \\{name}; \\help lists them")),
+            }
+            continue;
+        }
+        let interrupted = interrupts.next();
+        interrupts.set_in_turn(true);
+        let result = agent.turn_interruptible(line, pane, interrupted).await;
+        interrupts.set_in_turn(false);
+        if let Err(e) = result {
+            error_lines(pane, &e);
+            if matches!(e, AgentError::Store(_)) {
+                // The session can no longer be saved: stop rather than lose what follows.
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An error as the pane shows it: `error:` and `hint:` lines.
+pub fn error_lines<R: BufRead, W: Write>(pane: &mut Pane<R, W>, e: &AgentError) {
+    pane.line(&format!("error: {e}"));
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        pane.line(&format!("  caused by: {s}"));
+        source = s.source();
+    }
+    if let Some(h) = e.hint() {
+        pane.line(&format!("hint: {h}"));
+    }
+}
+
+fn sessions<M: Model, S: Shell, R: BufRead, W: Write>(agent: &Agent<M, S>, pane: &mut Pane<R, W>) {
+    match agent.store().list(false) {
+        Ok(list) => {
+            for l in list.iter().take(30) {
+                let text = match (&l.meta, &l.health) {
+                    (Some(m), Health::Ok) => format!(
+                        "{}{}  {:>4} msgs  {}",
+                        l.id,
+                        if l.id == agent.session_id() {
+                            " *"
+                        } else {
+                            "  "
+                        },
+                        m.message_count,
+                        m.title
+                    ),
+                    (_, h) => format!("{}    {h:?}", l.id),
+                };
+                pane.line(&text);
+            }
+            if list.len() > 30 {
+                pane.line(&format!(
+                    "… and {} more (volee agent --list-sessions)",
+                    list.len() - 30
+                ));
+            }
+        }
+        Err(e) => error_lines(pane, &AgentError::Store(e)),
+    }
+}
+
+fn info<M: Model, S: Shell, R: BufRead, W: Write>(agent: &Agent<M, S>, pane: &mut Pane<R, W>) {
+    let s = agent.state();
+    let tools: Vec<String> = s
+        .tool_counts
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let retries: Vec<String> = s
+        .retry_counts
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let lines = [
+        format!("session      {}", s.id),
+        format!("title        {}", s.title),
+        format!("project      {}", s.project_root.display()),
+        format!("model        {}", agent.model().name()),
+        format!(
+            "context      about {} of {} tokens (compaction at {}), {} messages",
+            agent.context_tokens(),
+            agent.options().max_context_tokens,
+            agent.compaction_trigger(),
+            s.messages.len()
+        ),
+        format!(
+            "usage        {} prompt + {} completion tokens in {} requests",
+            s.usage.prompt_tokens, s.usage.completion_tokens, s.usage.requests
+        ),
+        format!(
+            "tool calls   {}",
+            if tools.is_empty() {
+                "none".into()
+            } else {
+                tools.join(", ")
+            }
+        ),
+        format!(
+            "retries      {}",
+            if retries.is_empty() {
+                "none".into()
+            } else {
+                retries.join(", ")
+            }
+        ),
+        format!("compactions  {}", s.compaction_count),
+        format!(
+            "todos        {} ({} done)",
+            s.todos.len(),
+            s.todos.iter().filter(|t| t.done).count()
+        ),
+        format!("sandbox      {}", agent.shell().describe()),
+    ];
+    for l in lines {
+        pane.line(&l);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn pane(input: &str, mode: ApprovalMode) -> Pane<&[u8], Vec<u8>> {
+        Pane::new(input.as_bytes(), Vec::new(), mode)
+    }
+
+    #[test]
+    fn approvals_are_read_from_the_pane_until_understood() {
+        let mut p = pane("maybe\nA\n", ApprovalMode::Ask);
+        assert!(p.asks_user());
+        assert_eq!(p.approve("shell", "shell: ls"), Approval::Always);
+        let (_, out) = p.into_inner();
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains("? the agent wants to run shell: ls"), "{out}");
+        assert!(out.contains("answer o, a or d"), "{out}");
+        // The end of input denies.
+        let mut p = pane("", ApprovalMode::Ask);
+        assert_eq!(p.approve("shell", "x"), Approval::Deny);
+        // --prompt modes answer by rule, without asking.
+        let mut p = pane("o\n", ApprovalMode::DenyAll);
+        assert!(!p.asks_user());
+        assert_eq!(p.approve("shell", "x"), Approval::Deny);
+        assert_eq!(
+            pane("", ApprovalMode::ApproveAll).approve("shell", "x"),
+            Approval::Once
+        );
+    }
+
+    #[test]
+    fn escape_sequences_never_reach_the_terminal() {
+        let mut p = pane("", ApprovalMode::Ask);
+        p.text("a\x1b]52;c;ZXZpbA==\x07b\x1b[2J\u{9b}c\r\n\td");
+        let (_, out) = p.into_inner();
+        assert_eq!(String::from_utf8(out).unwrap(), "a]52;c;ZXZpbA==b[2Jc\n\td");
+    }
+
+    #[test]
+    fn streamed_text_thinking_and_tools_get_their_own_lines() {
+        let mut p = pane("", ApprovalMode::Ask);
+        p.thinking("hmm");
+        p.thinking("more");
+        p.text("Hello ");
+        p.text("world");
+        p.tool_started("shell: ls");
+        p.tool_finished("exit code 0");
+        p.text("done");
+        p.answer_done();
+        p.notice("compacted");
+        let (_, out) = p.into_inner();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "(thinking…)\nHello world\n· shell: ls\n  → exit code 0\ndone\n[volee] compacted\n"
+        );
+    }
+}

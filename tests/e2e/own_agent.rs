@@ -1,0 +1,134 @@
+//! volee's own agent as a harness in a tmux pane: `volee launch --harness volee PROMPT` runs
+//! `volee agent` against the Ollama stand-in (the only stand-in) with its tools in a real Docker
+//! sandbox, and the agent reports its states to the daemon itself (source `hooks`): an approval
+//! is `needs_you`, the answer sent with `volee send` makes it `working`, the turn's end `idle`,
+//! `\exit` `done`.
+
+use std::time::Duration;
+
+use serde_json::json;
+use volee_test_support::ollama_server::{OllamaServer, OllamaTurn};
+use volee_test_support::wait_until;
+
+use crate::setup;
+
+#[test]
+fn the_volee_harness_in_a_tmux_pane_reports_exact_states() {
+    if !volee_test_support::require_docker("volee's own agent in a pane") {
+        return;
+    }
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    let server = OllamaServer::start(vec![
+        OllamaTurn::tool("shell", json!({"command": "echo made > made.txt"})),
+        OllamaTurn::text("Made it."),
+        OllamaTurn::tool(
+            "shell",
+            json!({"command": "echo waiting > waiting.txt; sleep 97; echo never > never.txt", "timeout_secs": 300}),
+        ),
+    ]);
+    env.extra_env
+        .push(("OLLAMA_HOST".into(), server.base_url().to_string()));
+    // The sandbox runs as the project's owner, never root.
+    let project = env.work();
+    if nix::unistd::getuid().is_root() {
+        std::os::unix::fs::chown(&project, Some(1000), Some(1000)).unwrap();
+    }
+    let id = env.ok([
+        "launch",
+        "--host",
+        "tmux:main",
+        "--harness",
+        "volee",
+        "--name",
+        "own",
+        "make a file",
+    ]);
+    let asked = wait_until(
+        "the approval question is needs_you, from the agent's own report",
+        Duration::from_secs(60),
+        || {
+            let a = env.agent(&id);
+            (a["state"] == "needs_you").then_some(a)
+        },
+        || {
+            format!(
+                "{}\n{}\n{}",
+                env.agent(&id),
+                env.ok(["peek", &id]),
+                env.log_tail()
+            )
+        },
+    );
+    assert_eq!(asked["state_source"], "hooks", "{asked}");
+    assert!(
+        env.ok(["peek", &id]).contains("echo made > made.txt"),
+        "{}",
+        env.ok(["peek", &id])
+    );
+    env.ok(["send", &id, "o"]);
+    let done = wait_until(
+        "the turn ends: idle",
+        Duration::from_secs(60),
+        || {
+            let a = env.agent(&id);
+            (a["state"] == "idle" && project.join("made.txt").exists()).then_some(a)
+        },
+        || format!("{}\n{}", env.agent(&id), env.ok(["peek", &id])),
+    );
+    assert_eq!(done["state_source"], "hooks", "{done}");
+    assert!(env.ok(["peek", &id]).contains("Made it."));
+    assert_eq!(
+        std::fs::read_to_string(project.join("made.txt")).unwrap(),
+        "made\n"
+    );
+
+    // Ctrl-C (`volee interrupt`) while a command runs stops the turn, not the agent: idle again,
+    // the command killed.
+    env.ok(["send", &id, "wait a long time"]);
+    wait_until(
+        "the second approval",
+        Duration::from_secs(30),
+        || (env.agent(&id)["state"] == "needs_you").then_some(()),
+        || format!("{}\n{}", env.agent(&id), env.ok(["peek", &id])),
+    );
+    env.ok(["send", &id, "o"]);
+    wait_until(
+        "the command runs",
+        Duration::from_secs(30),
+        || {
+            (project.join("waiting.txt").exists() && env.agent(&id)["state"] == "working")
+                .then_some(())
+        },
+        || format!("{}\n{}", env.agent(&id), env.ok(["peek", &id])),
+    );
+    env.ok(["interrupt", &id]);
+    let stopped = wait_until(
+        "the interrupted turn ends: idle",
+        Duration::from_secs(30),
+        || {
+            let a = env.agent(&id);
+            (a["state"] == "idle" && env.ok(["peek", &id]).contains("interrupted")).then_some(a)
+        },
+        || format!("{}\n{}", env.agent(&id), env.ok(["peek", &id])),
+    );
+    assert_eq!(stopped["state_source"], "hooks", "{stopped}");
+    // At the prompt, one Ctrl-C only says how to leave.
+    env.ok(["interrupt", &id]);
+    wait_until(
+        "the hint",
+        Duration::from_secs(10),
+        || env.ok(["peek", &id]).contains("Ctrl-C again").then_some(()),
+        || env.ok(["peek", &id]),
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(env.agent(&id)["state"], "idle");
+    assert!(!project.join("never.txt").exists());
+
+    env.ok(["send", &id, "\\exit"]);
+    env.wait_state(&id, "done", 30);
+    server
+        .check_invariants()
+        .unwrap_or_else(|e| panic!("{e}\n{}", server.summary()));
+}
