@@ -286,7 +286,10 @@ pub fn watch_states(
 ) -> (usize, Duration) {
     let began = Instant::now();
     let mut polls = 0;
-    while !stop.load(Ordering::SeqCst) {
+    // One last look after the stop: a test stops its watcher once `volee wait` saw the final
+    // state, which the watcher's previous poll may have missed.
+    loop {
+        let stopping = stop.load(Ordering::SeqCst);
         let out = env.run(["ls", "--all", "--json"]);
         let at = Instant::now();
         polls += 1;
@@ -309,6 +312,9 @@ pub fn watch_states(
             if changed {
                 t.push(now);
             }
+        }
+        if stopping {
+            break;
         }
         std::thread::sleep(Duration::from_millis(5));
     }
