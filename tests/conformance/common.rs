@@ -130,6 +130,21 @@ pub fn states_from(
     (collapse(&kept), blips)
 }
 
+/// `states` with a leading `working` added when the sequence starts at `needs_you`: with the
+/// scripted model answering at once, a harness's server can report busy and then its prompt
+/// within a few milliseconds (seen: 12 ms for OpenCode's question), less than one `volee ls`
+/// of the watcher takes under load, so the watcher may miss a `working` the daemon did show
+/// (its log has it).
+pub fn with_quick_start(states: Vec<String>) -> Vec<String> {
+    if states.first().is_some_and(|s| s == "needs_you") {
+        std::iter::once("working".to_string())
+            .chain(states)
+            .collect()
+    } else {
+        states
+    }
+}
+
 /// The watcher's timeline, for the report.
 pub fn print_timeline(seen: &[Observed], started: Instant, polls: usize, polling: Duration) {
     eprintln!(

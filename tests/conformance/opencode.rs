@@ -319,7 +319,7 @@ fn opencode_asks_permission_through_its_server_and_finishes_its_turn() {
         eprintln!("total: {:.1} s", started.elapsed().as_secs_f64());
         assert!(blips.is_empty(), "stale-source blips: {blips:#?}");
         assert_eq!(
-            states,
+            crate::common::with_quick_start(states),
             ["working", "needs_you", "working", "idle", "done"],
             "state sequence"
         );
@@ -438,7 +438,7 @@ fn opencode_asks_a_question_through_its_server() {
             crate::common::states_from(&seen, |o| o.source == "listing", "the server spoke");
         assert!(blips.is_empty(), "stale-source blips: {blips:#?}");
         assert_eq!(
-            states,
+            crate::common::with_quick_start(states),
             ["working", "needs_you", "working", "idle", "done"],
             "state sequence"
         );

@@ -157,8 +157,27 @@ fn one_message_where_the_user_is_not_looking_and_none_where_they_are() {
         )
     };
     status_says(true);
+    // `volee status` says it too, in each format.
+    let status: serde_json::Value =
+        serde_json::from_str(&env.ok(["status", "--format", "json"])).unwrap();
+    assert!(
+        status["quiet_until"]
+            .as_str()
+            .is_some_and(|u| u.ends_with('Z')),
+        "{status}"
+    );
+    assert!(env
+        .ok(["status", "--format", "tmux"])
+        .ends_with("#[dim]quiet#[default]"));
+    assert!(env
+        .ok(["status", "--format", "plain"])
+        .contains("; quiet until "));
     assert!(env.ok(["quiet", "off"]).contains("notifications on"));
     status_says(false);
+    let status: serde_json::Value =
+        serde_json::from_str(&env.ok(["status", "--format", "json"])).unwrap();
+    assert!(status["quiet_until"].is_null(), "{status}");
+    assert!(!env.ok(["status", "--format", "plain"]).contains("quiet"));
     // A quiet that runs out ends by itself.
     env.ok(["quiet", "2s"]);
     status_says(true);

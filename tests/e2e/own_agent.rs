@@ -2,7 +2,8 @@
 //! `volee agent` against the Ollama stand-in (the only stand-in) with its tools in a real Docker
 //! sandbox, and the agent reports its states to the daemon itself (source `hooks`): an approval
 //! is `needs_you`, the answer sent with `volee send` makes it `working`, the turn's end `idle`,
-//! `\exit` `done`.
+//! Ctrl-C (`volee interrupt`) during a command or at an approval question `idle` again, `\exit`
+//! `done`.
 
 use std::time::Duration;
 
@@ -27,6 +28,7 @@ fn the_volee_harness_in_a_tmux_pane_reports_exact_states() {
             "shell",
             json!({"command": "echo waiting > waiting.txt; sleep 97; echo never > never.txt", "timeout_secs": 300}),
         ),
+        OllamaTurn::tool("shell", json!({"command": "echo nope > nope.txt"})),
     ]);
     env.extra_env
         .push(("OLLAMA_HOST".into(), server.base_url().to_string()));
@@ -125,6 +127,39 @@ fn the_volee_harness_in_a_tmux_pane_reports_exact_states() {
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(env.agent(&id)["state"], "idle");
     assert!(!project.join("never.txt").exists());
+
+    // Ctrl-C at an approval question ends that turn too: idle, the call never run.
+    env.ok(["send", &id, "one more"]);
+    wait_until(
+        "the third approval",
+        Duration::from_secs(30),
+        || {
+            (env.agent(&id)["state"] == "needs_you" && env.ok(["peek", &id]).contains("echo nope"))
+                .then_some(())
+        },
+        || format!("{}\n{}", env.agent(&id), env.ok(["peek", &id])),
+    );
+    let interrupted_before = env
+        .ok(["peek", &id, "-n", "200"])
+        .matches("interrupted")
+        .count();
+    env.ok(["interrupt", &id]);
+    let answered = wait_until(
+        "the question gives up: idle",
+        Duration::from_secs(30),
+        || {
+            let a = env.agent(&id);
+            let shown = env
+                .ok(["peek", &id, "-n", "200"])
+                .matches("interrupted")
+                .count();
+            (a["state"] == "idle" && shown > interrupted_before).then_some(a)
+        },
+        || format!("{}\n{}", env.agent(&id), env.ok(["peek", &id])),
+    );
+    assert_eq!(answered["state_source"], "hooks", "{answered}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!project.join("nope.txt").exists());
 
     env.ok(["send", &id, "\\exit"]);
     env.wait_state(&id, "done", 30);

@@ -242,8 +242,14 @@ impl<M: Model, S: Shell> Agent<M, S> {
     /// budget is so small that the summary request and its answer would not fit above it.
     pub fn compaction_trigger(&self) -> u64 {
         let b = self.options.max_context_tokens;
-        let summary_room = (b / 10).clamp(64, 4096) + summary_prompt_tokens();
+        let summary_room = self.summary_answer_limit() + summary_prompt_tokens();
         (b * 8 / 10).min(b.saturating_sub(summary_room))
+    }
+
+    /// The longest summary a compaction asks for, in tokens (`num_predict`): a tenth of the
+    /// budget, between 64 and 4096.
+    pub fn summary_answer_limit(&self) -> u64 {
+        (self.options.max_context_tokens / 10).clamp(64, 4096)
     }
 
     /// Above this many tokens a request is not sent at all (the answer needs room too): 90 %.
@@ -297,8 +303,9 @@ impl<M: Model, S: Shell> Agent<M, S> {
             }
         };
         let result = match finished {
+            // Ctrl-C at an approval question ends the turn the same way.
+            Some(Err(AgentError::Interrupted)) | None => self.recover_interrupted(ui).await,
             Some(r) => r,
-            None => self.recover_interrupted(ui).await,
         };
         match &result {
             Ok(_) => self.report(AgentEvent::TurnEnd),
@@ -481,6 +488,7 @@ impl<M: Model, S: Shell> Agent<M, S> {
                 }),
             })?;
             match answer {
+                Approval::Interrupted => return Err(AgentError::Interrupted),
                 Approval::Deny => {
                     ui.notice(&format!("denied: {description}"));
                     self.writer
@@ -622,10 +630,18 @@ impl<M: Model, S: Shell> Agent<M, S> {
                 render_for_summary(head)
             )),
         ];
-        let result = self.model.chat(&request, &[], &mut |_| {}).await;
+        let limit = self.summary_answer_limit();
+        let result = self.model.chat_capped(&request, limit as u32).await;
         self.account(&result);
         let summary = match result {
-            Ok(a) if !a.message.content.trim().is_empty() => a.message.content.trim().to_string(),
+            Ok(a) if !a.message.content.trim().is_empty() => {
+                let text = a.message.content.trim().to_string();
+                if a.done_reason.as_deref() == Some("length") {
+                    format!("{text}\n[volee: the summary was cut at {limit} tokens]")
+                } else {
+                    text
+                }
+            }
             Ok(_) => {
                 return self
                     .compaction_failed("the model returned an empty summary".into())

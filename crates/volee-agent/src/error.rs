@@ -28,6 +28,10 @@ pub enum AgentError {
     /// The model kept calling tools without ever answering.
     #[error("the turn was stopped after {steps} model requests without a final answer")]
     TooManySteps { steps: u32 },
+    /// The user interrupted the turn at an approval question ([`crate::Agent::turn_interruptible`]
+    /// turns this into an interrupted turn; a plain turn reports it).
+    #[error("the turn was interrupted at an approval question")]
+    Interrupted,
 }
 
 impl AgentError {
@@ -43,6 +47,7 @@ impl AgentError {
             AgentError::TooManySteps { .. } => {
                 Some("ask again with a narrower request; the session keeps what was done".into())
             }
+            AgentError::Interrupted => None,
         }
     }
 

@@ -39,7 +39,7 @@ pub use agent::{
     INTERRUPTED, NOT_RUN_INTERRUPTED, NOT_STARTED, SUMMARY_ACK, SUMMARY_PREFIX, SYSTEM_PROMPT,
 };
 pub use error::AgentError;
-pub use pane::{interactive, ApprovalMode, Pane, HELP};
+pub use pane::{interactive, ApprovalMode, InterruptibleInput, Pane, TurnInterrupted, HELP};
 pub use parts::{
     from_wire, to_wire, AgentEvent, Approval, Interrupts, Model, NoReporter, Shell, StateReporter,
     Ui,

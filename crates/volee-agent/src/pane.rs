@@ -79,15 +79,128 @@ impl<R: BufRead, W: Write> Pane<R, W> {
 
     /// The next line of input without its newline; None at the end of input.
     pub fn read_line(&mut self) -> Option<String> {
+        match self.read_answer() {
+            Read::Line(l) => Some(l),
+            Read::End => None,
+            // Only a turn is interrupted; at the prompt this is an empty line.
+            Read::Interrupted => Some(String::new()),
+        }
+    }
+
+    fn read_answer(&mut self) -> Read {
         let mut line = String::new();
         match self.input.read_line(&mut line) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_string()),
+            Ok(0) => Read::End,
+            Ok(_) => Read::Line(line.trim_end_matches(['\n', '\r']).to_string()),
+            Err(e) if e.get_ref().is_some_and(|i| i.is::<TurnInterrupted>()) => Read::Interrupted,
+            Err(_) => Read::End,
         }
     }
 
     pub fn into_inner(self) -> (R, W) {
         (self.input, self.out)
+    }
+}
+
+/// What a read of the pane's input gave.
+enum Read {
+    Line(String),
+    End,
+    Interrupted,
+}
+
+/// The error an [`InterruptibleInput`] read fails with when the turn is interrupted.
+#[derive(Debug)]
+pub struct TurnInterrupted;
+
+impl std::fmt::Display for TurnInterrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the turn was interrupted")
+    }
+}
+
+impl std::error::Error for TurnInterrupted {}
+
+/// The pane's input (stdin in production) read by a thread of its own, line by line, so that a
+/// read waiting for an approval answer gives up when the turn is interrupted (Ctrl-C): the
+/// read fails with [`TurnInterrupted`] and the question is answered
+/// [`Approval::Interrupted`]. Outside a turn it reads like any line reader.
+pub struct InterruptibleInput {
+    lines: std::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>,
+    buf: Vec<u8>,
+    pos: usize,
+    ended: bool,
+    interrupts: std::sync::Arc<Interrupts>,
+}
+
+impl InterruptibleInput {
+    /// Fails only when the thread cannot be started.
+    pub fn new<T: std::io::Read + Send + 'static>(
+        input: T,
+        interrupts: std::sync::Arc<Interrupts>,
+    ) -> std::io::Result<InterruptibleInput> {
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("pane-input".into())
+            .spawn(move || {
+                let mut input = std::io::BufReader::new(input);
+                loop {
+                    let mut line = Vec::new();
+                    let read = input.read_until(b'\n', &mut line);
+                    let last = !matches!(read, Ok(n) if n > 0);
+                    if tx.send(read.map(|_| line)).is_err() || last {
+                        return;
+                    }
+                }
+            })?;
+        Ok(InterruptibleInput {
+            lines,
+            buf: Vec::new(),
+            pos: 0,
+            ended: false,
+            interrupts,
+        })
+    }
+}
+
+impl std::io::Read for InterruptibleInput {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = available.len().min(out.len());
+        out[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for InterruptibleInput {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        use std::sync::mpsc::RecvTimeoutError;
+        while self.pos >= self.buf.len() && !self.ended {
+            if self.interrupts.turn_interrupted() {
+                return Err(std::io::Error::other(TurnInterrupted));
+            }
+            match self
+                .lines
+                .recv_timeout(std::time::Duration::from_millis(50))
+            {
+                Ok(Ok(line)) => {
+                    self.ended = line.is_empty();
+                    (self.buf, self.pos) = (line, 0);
+                }
+                Ok(Err(e)) => {
+                    self.ended = true;
+                    return Err(e);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => self.ended = true,
+            }
+        }
+        Ok(&self.buf[self.pos..])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos = (self.pos + n).min(self.buf.len());
     }
 }
 
@@ -154,9 +267,16 @@ impl<R: BufRead, W: Write> Ui for Pane<R, W> {
             self.write(&format!(
                 "  allow {tool}: o = once, a = always this session, d = deny > "
             ));
-            let Some(answer) = self.read_line() else {
-                self.line("");
-                return Approval::Deny;
+            let answer = match self.read_answer() {
+                Read::Line(answer) => answer,
+                Read::End => {
+                    self.line("");
+                    return Approval::Deny;
+                }
+                Read::Interrupted => {
+                    self.write("\n");
+                    return Approval::Interrupted;
+                }
             };
             self.at_line_start = true;
             match answer.trim().to_ascii_lowercase().as_str() {
@@ -364,6 +484,46 @@ mod tests {
 
     fn pane(input: &str, mode: ApprovalMode) -> Pane<&[u8], Vec<u8>> {
         Pane::new(input.as_bytes(), Vec::new(), mode)
+    }
+
+    #[test]
+    fn an_interrupted_turn_gives_up_the_question_and_only_the_question() {
+        use std::io::Write as _;
+        let interrupts = std::sync::Arc::new(Interrupts::new());
+        let (input, mut typing) = std::io::pipe().unwrap();
+        let mut p = Pane::new(
+            InterruptibleInput::new(input, interrupts.clone()).unwrap(),
+            Vec::new(),
+            ApprovalMode::Ask,
+        );
+        // Lines as typed, also when they arrive in pieces.
+        typing.write_all(b"first\nsec").unwrap();
+        assert_eq!(p.read_line().as_deref(), Some("first"));
+        typing.write_all(b"ond\n").unwrap();
+        assert_eq!(p.read_line().as_deref(), Some("second"));
+        // Outside a turn an interrupt changes nothing.
+        assert!(!interrupts.interrupt());
+        // In a turn, a question waiting for its answer gives up at the interrupt.
+        interrupts.set_in_turn(true);
+        let waiter = {
+            let interrupts = interrupts.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                assert!(interrupts.interrupt());
+            })
+        };
+        assert_eq!(p.approve("shell", "shell: ls"), Approval::Interrupted);
+        waiter.join().unwrap();
+        // The next turn reads again; what was typed meanwhile is kept.
+        interrupts.set_in_turn(false);
+        typing.write_all(b"o\n").unwrap();
+        interrupts.set_in_turn(true);
+        assert_eq!(p.approve("shell", "shell: ls"), Approval::Once);
+        interrupts.set_in_turn(false);
+        drop(typing);
+        assert_eq!(p.read_line(), None, "the end of input");
+        let shown = String::from_utf8(p.into_inner().1).unwrap();
+        assert!(shown.contains("allow shell: o = once"), "{shown}");
     }
 
     #[test]

@@ -24,6 +24,16 @@ pub trait Model {
         tools: &[Tool],
         on_event: &mut dyn FnMut(&StreamEvent),
     ) -> Result<ChatResponse, OllamaError>;
+    /// One answer of at most `max_tokens` tokens, no tools (compaction summaries). A model that
+    /// cannot cap its answers answers in full.
+    async fn chat_capped(
+        &self,
+        messages: &[WireMessage],
+        max_tokens: u32,
+    ) -> Result<ChatResponse, OllamaError> {
+        let _ = max_tokens;
+        self.chat(messages, &[], &mut |_| {}).await
+    }
 }
 
 impl Model for OllamaClient {
@@ -40,6 +50,13 @@ impl Model for OllamaClient {
         on_event: &mut dyn FnMut(&StreamEvent),
     ) -> Result<ChatResponse, OllamaError> {
         OllamaClient::chat(self, messages, tools, |e| on_event(e)).await
+    }
+    async fn chat_capped(
+        &self,
+        messages: &[WireMessage],
+        max_tokens: u32,
+    ) -> Result<ChatResponse, OllamaError> {
+        OllamaClient::chat_capped(self, messages, &[], Some(max_tokens), |_| {}).await
     }
 }
 
@@ -80,6 +97,9 @@ pub enum Approval {
     Always,
     /// Do not run it; the model is told so.
     Deny,
+    /// The user pressed Ctrl-C at the question: the turn stops as if interrupted while running
+    /// (this call and the rest of its batch are answered "not run").
+    Interrupted,
 }
 
 /// The pane: where the model's text streams to and approvals are asked.
@@ -214,6 +234,8 @@ pub fn from_wire(m: &WireMessage) -> Message {
 #[derive(Debug, Default)]
 pub struct Interrupts {
     in_turn: std::sync::atomic::AtomicBool,
+    /// An interrupt came during the current turn.
+    interrupted: std::sync::atomic::AtomicBool,
     generation: std::sync::atomic::AtomicU64,
     notify: tokio::sync::Notify,
 }
@@ -229,9 +251,16 @@ impl Interrupts {
         if !self.in_turn.load(Ordering::SeqCst) {
             return false;
         }
+        self.interrupted.store(true, Ordering::SeqCst);
         self.generation.fetch_add(1, Ordering::SeqCst);
         self.notify.notify_waiters();
         true
+    }
+
+    /// Was the running turn interrupted? (A question waiting for the user's answer gives up.)
+    pub fn turn_interrupted(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.in_turn.load(Ordering::SeqCst) && self.interrupted.load(Ordering::SeqCst)
     }
 
     /// Is a turn running?
@@ -240,7 +269,11 @@ impl Interrupts {
     }
 
     pub(crate) fn set_in_turn(&self, on: bool) {
-        self.in_turn.store(on, std::sync::atomic::Ordering::SeqCst);
+        use std::sync::atomic::Ordering;
+        if on {
+            self.interrupted.store(false, Ordering::SeqCst);
+        }
+        self.in_turn.store(on, Ordering::SeqCst);
     }
 
     /// Completes at the first interrupt after this call.

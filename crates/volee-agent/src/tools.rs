@@ -316,13 +316,106 @@ fn give_to_project_owner(root: &Path, path: &Path) {
     }
 }
 
-/// Write `bytes` as the whole content of a confined file.
+/// Write `bytes` as the whole content of a confined file, atomically: a crash or a full disk
+/// mid-write leaves the old content, never a torn file. The bytes go to a temporary file in the
+/// same directory (opened through the directory, whose real place is checked like
+/// [`open_confined`] checks a file), which takes the old file's mode and owner, is synced and
+/// renamed over the target. A file with other hard links is written in place instead (a rename
+/// would part it from its other names); a symlink or a special file is refused.
 fn replace_contents(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), ToolFailure> {
     use std::io::Write;
-    let mut f = open_confined(root, path, true)?;
-    f.set_len(0)
-        .and_then(|()| f.write_all(bytes))
-        .map_err(|e| ToolFailure(format!("error: cannot write {}: {e}", shown(root, path))))
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    use std::os::unix::io::AsRawFd;
+    let cannot =
+        |e: std::io::Error| ToolFailure(format!("error: cannot write {}: {e}", shown(root, path)));
+    let (Some(dir_path), Some(name)) = (path.parent(), path.file_name()) else {
+        return fail(format!("error: cannot write {}", shown(root, path)));
+    };
+    let dir = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(dir_path)
+        .map_err(|e| ToolFailure(format!("error: cannot open {}: {e}", shown(root, dir_path))))?;
+    let real_dir =
+        std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd())).map_err(|e| {
+            ToolFailure(format!(
+                "error: cannot check where {} is: {e}",
+                shown(root, path)
+            ))
+        })?;
+    if !real_dir.starts_with(root) {
+        return fail(format!(
+            "error: path {} refused: it leads outside the project root {}",
+            shown(root, path),
+            root.display()
+        ));
+    }
+    let old = match std::fs::symlink_metadata(real_dir.join(name)) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(cannot(e)),
+    };
+    if let Some(m) = &old {
+        if m.file_type().is_symlink() {
+            return fail(format!(
+                "error: {} is a symbolic link; write the file it points to",
+                shown(root, path)
+            ));
+        }
+        if !m.file_type().is_file() {
+            return fail(format!(
+                "error: {} is not a regular file",
+                shown(root, path)
+            ));
+        }
+        if m.nlink() > 1 {
+            let mut f = open_confined(root, path, true)?;
+            return f
+                .set_len(0)
+                .and_then(|()| f.write_all(bytes))
+                .map_err(cannot);
+        }
+        if m.permissions().readonly() {
+            return fail(format!("error: {} is read-only", shown(root, path)));
+        }
+    }
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // Both names through the opened directory (`/proc/self/fd/N/…` resolves from the directory
+    // itself, not by walking its path again): a directory swapped for a symlink meanwhile
+    // changes nothing.
+    let through_dir = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    let tmp_path = through_dir.join(format!(".volee-write-{}-{n}.tmp", std::process::id()));
+    let target = through_dir.join(name);
+    let mode = old.as_ref().map_or(0o666, |m| m.mode() & 0o7777);
+    let mut tmp = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp_path)
+        .map_err(cannot)?;
+    let written = (|| {
+        tmp.write_all(bytes)?;
+        if let Some(m) = &old {
+            // The owner where allowed, then the mode exactly (the umask narrowed it at
+            // creation, and a change of owner clears set-id bits).
+            let made = tmp.metadata()?;
+            if (m.uid(), m.gid()) != (made.uid(), made.gid()) {
+                let _ = std::os::unix::fs::fchown(&tmp, Some(m.uid()), Some(m.gid()));
+            }
+            tmp.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        }
+        tmp.sync_all()?;
+        std::fs::rename(&tmp_path, &target)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp_path);
+        return Err(cannot(e));
+    }
+    // The rename itself survives a crash once the directory is synced.
+    let _ = dir.sync_all();
+    Ok(())
 }
 
 /// `edit_file`: exactly one occurrence of `old_text` replaced by `new_text`.
@@ -519,6 +612,66 @@ mod tests {
         // And the last component itself: O_NOFOLLOW.
         std::os::unix::fs::symlink(outside.path().join("existing"), r.join("l")).unwrap();
         assert!(open_confined(&r, &r.join("l"), false).is_err());
+    }
+
+    #[test]
+    fn a_write_replaces_the_file_whole_and_keeps_its_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_d, r) = root();
+        std::fs::write(r.join("run.sh"), "old\n").unwrap();
+        std::fs::set_permissions(r.join("run.sh"), std::fs::Permissions::from_mode(0o750)).unwrap();
+        let before = std::fs::metadata(r.join("run.sh")).unwrap();
+        let w = write_file(&r, &json!({"path": "run.sh", "content": "new\n"})).unwrap();
+        assert_eq!(w, "replaced run.sh (4 bytes)");
+        let after = std::fs::metadata(r.join("run.sh")).unwrap();
+        assert_eq!(std::fs::read_to_string(r.join("run.sh")).unwrap(), "new\n");
+        assert_eq!(after.permissions().mode() & 0o7777, 0o750);
+        // A new file replaced the old one (the old one was never opened for writing).
+        use std::os::unix::fs::MetadataExt;
+        assert_ne!(before.ino(), after.ino());
+        edit_file(
+            &r,
+            &json!({"path": "run.sh", "old_text": "new", "new_text": "newer"}),
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(r.join("run.sh")).unwrap(),
+            "newer\n"
+        );
+        let names: Vec<String> = std::fs::read_dir(&r)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["run.sh"], "no temporary file left");
+    }
+
+    #[test]
+    fn hard_links_stay_linked_and_odd_targets_are_refused() {
+        let (_d, r) = root();
+        std::fs::write(r.join("a"), "one").unwrap();
+        std::fs::hard_link(r.join("a"), r.join("b")).unwrap();
+        write_file(&r, &json!({"path": "a", "content": "two"})).unwrap();
+        assert_eq!(std::fs::read_to_string(r.join("b")).unwrap(), "two");
+        // A symlink swapped in after confine looked is not replaced.
+        std::os::unix::fs::symlink(r.join("a"), r.join("l")).unwrap();
+        let e = replace_contents(&r, &r.join("l"), b"x").unwrap_err();
+        assert!(e.0.contains("symbolic link"), "{}", e.0);
+        assert!(std::fs::symlink_metadata(r.join("l"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read_to_string(r.join("a")).unwrap(), "two");
+        make_fifo(&r.join("fifo"));
+        let e = replace_contents(&r, &r.join("fifo"), b"x").unwrap_err();
+        assert!(e.0.contains("not a regular file"), "{}", e.0);
+    }
+
+    fn make_fifo(path: &Path) {
+        let made = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(made.success());
     }
 
     #[test]

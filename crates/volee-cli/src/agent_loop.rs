@@ -192,6 +192,15 @@ async fn run_async(args: LoopArgs) -> CliResult {
         .prompt
         .is_none()
         .then(|| Arc::new(volee_agent::Interrupts::new()));
+    // The pane's input, read by a thread of its own so Ctrl-C at an approval question ends the
+    // turn (interactive only).
+    let input = match &interrupts {
+        Some(i) => Some(
+            volee_agent::InterruptibleInput::new(std::io::stdin(), i.clone())
+                .map_err(|e| CliError::from_error(Exit::Internal, &e))?,
+        ),
+        None => None,
+    };
     on_signal_remove_sandbox(
         docker.clone(),
         session_id.clone(),
@@ -215,12 +224,12 @@ async fn run_async(args: LoopArgs) -> CliResult {
         Ok(a) => a,
         Err(e) => return Err(agent_error(e)),
     };
-    let result = match args.prompt {
-        Some(prompt) => one_turn(&mut agent, &prompt, args.approve_all).await,
-        None => {
-            let stdin = std::io::stdin();
-            let mut pane = Pane::new(stdin.lock(), std::io::stdout(), ApprovalMode::Ask);
+    let result = match (args.prompt, input) {
+        (Some(prompt), _) => one_turn(&mut agent, &prompt, args.approve_all).await,
+        (None, None) => Err(CliError::internal("interactive without its input")),
+        (None, Some(input)) => {
             let interrupts = interrupts.unwrap_or_default();
+            let mut pane = Pane::new(input, std::io::stdout(), ApprovalMode::Ask);
             let r = interactive(&mut agent, &mut pane, args.first_prompt, &interrupts).await;
             note!("session {session_id} saved; resume it with: volee agent --resume {session_id}");
             r.map_err(agent_error)

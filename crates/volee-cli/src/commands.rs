@@ -543,10 +543,33 @@ pub enum StatusFormat {
 pub fn status(format: StatusFormat) -> CliResult {
     let agents = agents_of(ask(&Request::List { all: true })?)?;
     let counts = volee_view::Counts::from_agents(&agents);
+    // Whether `volee quiet` holds notifications back (an older daemon cannot say: not shown).
+    let quiet_until = match ask(&Request::QuietState) {
+        Ok(Response::Quiet { until_ms }) => until_ms,
+        _ => None,
+    };
+    let until = quiet_until.map(volee_store::rfc3339);
     match format {
-        StatusFormat::Tmux => out(&volee_view::status_tmux(&counts)),
-        StatusFormat::Plain => out(&volee_view::status_plain(&counts)),
-        StatusFormat::Json => return json(&volee_view::status_json(&counts)),
+        StatusFormat::Tmux => {
+            let mark = if until.is_some() {
+                volee_view::QUIET_TMUX
+            } else {
+                ""
+            };
+            out(&format!("{}{mark}", volee_view::status_tmux(&counts)));
+        }
+        StatusFormat::Plain => match &until {
+            Some(u) => out(&format!(
+                "{}; quiet until {u}",
+                volee_view::status_plain(&counts)
+            )),
+            None => out(&volee_view::status_plain(&counts)),
+        },
+        StatusFormat::Json => {
+            let mut v = volee_view::status_json(&counts);
+            v["quiet_until"] = until.map_or(serde_json::Value::Null, Into::into);
+            return json(&v);
+        }
     }
     Ok(())
 }

@@ -2552,7 +2552,7 @@ impl Daemon {
         }
         // `volee quiet` is on: say so, or agents that need the user go unnoticed for hours.
         if self.quiet_until.is_some() {
-            text.push_str(" #[dim]quiet#[default]");
+            text.push_str(volee_view::QUIET_TMUX);
         }
         let mut sockets: BTreeSet<PathBuf> = self.tmux_servers.clone();
         // A server that only hosts discovered agents is the user's own business until they
@@ -2698,6 +2698,9 @@ impl Daemon {
                 Response::Ok
             }
             Request::Shutdown => Response::Ok,
+            Request::QuietState => Response::Quiet {
+                until_ms: self.quiet_until.filter(|u| *u > now_ms()),
+            },
             Request::Quiet { until_ms } => {
                 self.quiet_until = until_ms.filter(|u| *u > now_ms());
                 // Saved before the answer: a daemon killed right after still keeps quiet.

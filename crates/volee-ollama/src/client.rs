@@ -333,6 +333,16 @@ impl OllamaClient {
 
     /// The request body of a chat (what [`OllamaClient::chat`] sends).
     pub fn chat_body(&self, messages: &[Message], tools: &[Tool]) -> Value {
+        self.chat_body_capped(messages, tools, None)
+    }
+
+    /// The request body with the answer capped at `num_predict` tokens.
+    pub fn chat_body_capped(
+        &self,
+        messages: &[Message],
+        tools: &[Tool],
+        num_predict: Option<u32>,
+    ) -> Value {
         let req = ChatRequest {
             model: &self.config.model,
             messages,
@@ -343,6 +353,7 @@ impl OllamaClient {
                 num_ctx: self.config.num_ctx,
                 temperature: self.config.temperature,
                 seed: self.config.seed,
+                num_predict,
             },
             keep_alive: self.config.keep_alive.as_deref(),
             truncate: false,
@@ -358,9 +369,21 @@ impl OllamaClient {
         &self,
         messages: &[Message],
         tools: &[Tool],
+        on_event: impl FnMut(&StreamEvent),
+    ) -> Result<ChatResponse, OllamaError> {
+        self.chat_capped(messages, tools, None, on_event).await
+    }
+
+    /// [`OllamaClient::chat`] with the answer capped at `num_predict` tokens (`done_reason`
+    /// `length` when the cap cut it).
+    pub async fn chat_capped(
+        &self,
+        messages: &[Message],
+        tools: &[Tool],
+        num_predict: Option<u32>,
         mut on_event: impl FnMut(&StreamEvent),
     ) -> Result<ChatResponse, OllamaError> {
-        let body = self.chat_body(messages, tools);
+        let body = self.chat_body_capped(messages, tools, num_predict);
         let estimated_prompt = estimate_prompt(messages, tools);
         let mut retry = 0;
         loop {

@@ -119,6 +119,10 @@ pub struct ChatOptions {
     pub temperature: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<i64>,
+    /// The longest answer, in tokens (compaction summaries are capped so a rambling model cannot
+    /// fill the window); unset: Ollama's default, no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_predict: Option<u32>,
 }
 
 /// The body of `POST /api/chat`.
@@ -267,6 +271,7 @@ mod tests {
                 num_ctx: 8192,
                 temperature: None,
                 seed: None,
+                num_predict: None,
             },
             keep_alive: Some("10m"),
             truncate: false,

@@ -333,6 +333,8 @@ pub enum Request {
     Quiet {
         until_ms: Option<u64>,
     },
+    /// Until when notifications are held back (`volee status`). Answers with `Quiet`.
+    QuietState,
 }
 
 /// How a request failed; the CLI maps kinds to exit codes.
@@ -366,6 +368,10 @@ pub enum Response {
     },
     Text {
         text: String,
+    },
+    /// `volee quiet` holds notifications back until this time (epoch ms); None: it is off.
+    Quiet {
+        until_ms: Option<u64>,
     },
     Ok,
     Error {

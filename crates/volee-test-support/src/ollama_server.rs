@@ -62,6 +62,9 @@ pub enum OllamaTurn {
     /// Send the response head and the first line of `text`, then close the connection without
     /// the final chunk (a crash of `ollama serve` mid-answer).
     Cut { text: String },
+    /// Like `Text`, ended by the `num_predict` cap: `done_reason` is `length` (what a `Text`
+    /// longer than the request's `options.num_predict` becomes).
+    Length(String),
 }
 
 impl OllamaTurn {
@@ -798,6 +801,10 @@ fn route(
                 return Ok(sent);
             };
             let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(true);
+            // `options.num_predict`: a text answer longer than that many tokens (one per 4
+            // bytes, as the counts below) is cut there and ends with `done_reason: length`.
+            let cap = body.pointer("/options/num_predict").and_then(Value::as_u64);
+            let turn = cap_text(turn, cap);
             let mut sent = play(shared, w, asked, turn, stream, None)?;
             sent.turn = Some(n);
             Ok(sent)
@@ -864,12 +871,15 @@ fn play(
             &json!({ "error": error }),
             format!("HTTP {status} {error:?}"),
         ),
-        OllamaTurn::Text(text) => {
-            let lines: Vec<Value> = deltas(&text)
+        OllamaTurn::Text(ref text) | OllamaTurn::Length(ref text) => {
+            let lines: Vec<Value> = deltas(text)
                 .into_iter()
                 .map(|d| line(model, json!({"role": "assistant", "content": d}), false))
                 .collect();
-            let done = done_line(model, counts, &text);
+            let mut done = done_line(model, counts, text);
+            if matches!(turn, OllamaTurn::Length(_)) {
+                done["done_reason"] = json!("length");
+            }
             stream_lines(shared, w, stream, lines, Some(done), false)?;
             Ok(Sent {
                 status: 200,
@@ -952,6 +962,35 @@ fn play(
                 close: true,
             })
         }
+    }
+}
+
+/// A `Text` answer (possibly inside `Slow`/`Usage`) longer than `cap` tokens becomes the
+/// cut text with `done_reason: length`, as Ollama ends an answer at `num_predict`.
+fn cap_text(turn: OllamaTurn, cap: Option<u64>) -> OllamaTurn {
+    let Some(cap) = cap else { return turn };
+    match turn {
+        OllamaTurn::Text(text) if (text.len() as u64).div_ceil(4) > cap => {
+            let mut end = (cap * 4) as usize;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            OllamaTurn::Length(text[..end].to_string())
+        }
+        OllamaTurn::Slow { delay, then } => OllamaTurn::Slow {
+            delay,
+            then: Box::new(cap_text(*then, Some(cap))),
+        },
+        OllamaTurn::Usage {
+            prompt_eval_count,
+            eval_count,
+            then,
+        } => OllamaTurn::Usage {
+            prompt_eval_count,
+            eval_count,
+            then: Box::new(cap_text(*then, Some(cap))),
+        },
+        other => other,
     }
 }
 

@@ -13,7 +13,7 @@ pub mod text;
 pub mod zellij;
 
 pub use picker::{menu_items, next_needing_you, MenuItem};
-pub use status::{status_json, status_plain, status_tmux, Counts};
+pub use status::{status_json, status_plain, status_tmux, Counts, QUIET_TMUX};
 pub use table::{agent_detail, agents_table, explanation_text, host_text};
 pub use text::{ago, plain_text, tmux_text};
 

@@ -92,6 +92,10 @@ pub fn status_tmux(counts: &Counts) -> String {
         .join(" ")
 }
 
+/// What the tmux status line adds while `volee quiet` holds notifications back (agents that
+/// need the user would otherwise go unnoticed for hours).
+pub const QUIET_TMUX: &str = " #[dim]quiet#[default]";
+
 /// The summary as plain text: `2 needs_you, 1 working, 3 idle`, or `no agents`.
 pub fn status_plain(counts: &Counts) -> String {
     if counts.total() == 0 {

@@ -55,6 +55,9 @@ async fn automatic_compaction_fires_at_the_threshold_and_keeps_the_current_turn(
     let summary_req = &reqs[2];
     assert!(summary_req.body.get("tools").is_none());
     assert_eq!(summary_req.body["options"]["num_ctx"], json!(4000));
+    // The summary is capped at a tenth of the budget; normal turns are not.
+    assert_eq!(summary_req.body["options"]["num_predict"], json!(400));
+    assert!(reqs[1].body["options"].get("num_predict").is_none());
     let m = summary_req.messages();
     assert_eq!(m.len(), 2, "{m:#?}");
     assert_eq!(m[0]["role"], "system");
@@ -115,13 +118,15 @@ async fn automatic_compaction_fires_at_the_threshold_and_keeps_the_current_turn(
 #[tokio::test]
 async fn a_non_shrinking_summary_changes_nothing_and_a_full_context_stops_the_turn() {
     let (trigger, hard) = (3200, 3600);
-    let huge = "word ".repeat(12_000);
+    // Summaries are capped (400 tokens here), so one can only fail to shrink the context when
+    // what it replaces is smaller: a short first turn, then a long current one.
     let script = vec![
-        with_prompt_tokens(trigger + 10, OllamaTurn::text("ok")),
-        // The summary is longer than what it replaces.
-        OllamaTurn::Text(huge.clone()),
+        OllamaTurn::text("ok"),
+        // The summary (250 tokens) is longer than the turn it replaces.
+        OllamaTurn::Text("word ".repeat(200)),
         with_prompt_tokens(hard + 10, OllamaTurn::text("second answer")),
-        OllamaTurn::Text(huge),
+        // An empty summary.
+        OllamaTurn::text(""),
     ];
     let Some(mut w) = World::new("non_shrinking", script) else {
         return;
@@ -135,7 +140,9 @@ async fn a_non_shrinking_summary_changes_nothing_and_a_full_context_stops_the_tu
     agent.turn("first", &mut ui).await.unwrap();
     // Over the trigger, under the hard limit: the summary does not shrink the context, so the
     // request goes out with all of it.
-    agent.turn("second", &mut ui).await.unwrap();
+    let base = agent.context_tokens();
+    let long = "x".repeat(((trigger - base + 50) * 4) as usize);
+    agent.turn(&long, &mut ui).await.unwrap();
     let reqs = w.server.chat_requests();
     assert_eq!(reqs.len(), 3, "{}", w.server.summary());
     assert!(
@@ -147,13 +154,13 @@ async fn a_non_shrinking_summary_changes_nothing_and_a_full_context_stops_the_tu
         .iter()
         .map(|m| m["content"].as_str().unwrap())
         .collect();
-    assert_eq!(contents[1..], ["first", "ok", "second"]);
+    assert_eq!(contents[1..], ["first", "ok", long.as_str()]);
     assert!(
         ui.notices.iter().any(|n| n.contains("unchanged")),
         "{:?}",
         ui.notices
     );
-    // Over the hard limit, and the summary fails again: the turn stops, nothing is dropped.
+    // Over the hard limit, and the summary fails (empty): the turn stops, nothing is dropped.
     let err = agent.turn("third", &mut ui).await.unwrap_err();
     assert!(matches!(err, AgentError::ContextFull { .. }), "{err}");
     assert!(err.to_string().contains("nothing was dropped"), "{err}");
@@ -171,7 +178,7 @@ async fn a_non_shrinking_summary_changes_nothing_and_a_full_context_stops_the_tu
         .collect();
     assert_eq!(
         contents[1..],
-        ["first", "ok", "second", "second answer", "third"]
+        ["first", "ok", long.as_str(), "second answer", "third"]
     );
     assert_eq!(agent.state().compaction_count, 0);
     let id = agent.session_id().to_string();
@@ -233,6 +240,46 @@ async fn manual_compaction_summarizes_all_but_the_last_turn() {
     let t = read_transcript(&w.store(), &id).unwrap();
     assert!(t.items.iter().any(|l| matches!(&l.item,
         TranscriptItem::Message { message } if message.content.starts_with("one: details"))));
+    w.check();
+    finish(agent).await;
+}
+
+#[tokio::test]
+async fn a_summary_cut_by_its_cap_says_so() {
+    // 8192 tokens of budget: summaries of at most 819 tokens (the stand-in counts one per 4
+    // bytes and cuts a longer answer there, with `done_reason: length`, as Ollama does).
+    let rambling = format!("Summary: {}", "and then ".repeat(1000));
+    let script = vec![
+        OllamaTurn::Text(format!("one: {}", "details ".repeat(700))),
+        OllamaTurn::text("two"),
+        OllamaTurn::Text(rambling),
+        OllamaTurn::text("three"),
+    ];
+    let Some(mut w) = World::new("capped_summary", script) else {
+        return;
+    };
+    let mut agent = w.agent(8192).await;
+    assert_eq!(agent.summary_answer_limit(), 819);
+    let mut ui = ScriptedUi::default();
+    agent.turn("q1", &mut ui).await.unwrap();
+    agent.turn("q2", &mut ui).await.unwrap();
+    let r = agent.compact(&mut ui).await.unwrap();
+    assert!(
+        matches!(r, volee_agent::CompactOutcome::Compacted { .. }),
+        "{r:?}"
+    );
+    agent.turn("q3", &mut ui).await.unwrap();
+    let summary = w.request(3)[1]["content"].as_str().unwrap().to_string();
+    assert!(summary.starts_with(SUMMARY_PREFIX), "{summary}");
+    assert!(
+        summary.ends_with("[volee: the summary was cut at 819 tokens]"),
+        "{summary}"
+    );
+    assert!(
+        summary.len() < SUMMARY_PREFIX.len() + 819 * 4 + 100,
+        "{}",
+        summary.len()
+    );
     w.check();
     finish(agent).await;
 }

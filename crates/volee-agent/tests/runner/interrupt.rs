@@ -132,3 +132,108 @@ async fn an_interrupt_while_the_model_answers_drops_the_answer_and_keeps_the_ses
     w.check();
     finish(agent).await;
 }
+
+/// The pane's output, shared with the thread that plays the user.
+#[derive(Clone, Default)]
+struct SharedOut(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for SharedOut {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl SharedOut {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+    fn wait_for(&self, what: &str) {
+        let began = Instant::now();
+        while !self.text().contains(what) {
+            assert!(
+                began.elapsed() < Duration::from_secs(20),
+                "{what:?} never shown:\n{}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[tokio::test]
+async fn ctrl_c_at_an_approval_question_ends_the_turn() {
+    use std::io::Write;
+    let script = vec![
+        OllamaTurn::ToolCalls {
+            text: String::new(),
+            calls: vec![
+                ("shell".into(), json!({"command": "echo ran > ran.txt"})),
+                (
+                    "write_file".into(),
+                    json!({"path": "written.txt", "content": "x"}),
+                ),
+            ],
+            with_ids: true,
+        },
+        OllamaTurn::text("Nothing was run."),
+    ];
+    let Some(mut w) = World::new("interrupt_approval", script) else {
+        return;
+    };
+    let mut agent = w.agent(8192).await;
+    let interrupts = std::sync::Arc::new(volee_agent::Interrupts::new());
+    let (input, mut typing) = std::io::pipe().unwrap();
+    let out = SharedOut::default();
+    let mut pane = volee_agent::Pane::new(
+        volee_agent::InterruptibleInput::new(input, interrupts.clone()).unwrap(),
+        out.clone(),
+        volee_agent::ApprovalMode::Ask,
+    );
+    // The user: a prompt, Ctrl-C at the question (the signal handler calls `interrupt`), then
+    // another prompt and `\exit`.
+    let user = {
+        let (interrupts, out) = (interrupts.clone(), out.clone());
+        std::thread::spawn(move || {
+            typing.write_all(b"run it\n").unwrap();
+            out.wait_for("allow shell:");
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(interrupts.interrupt(), "no turn was running");
+            out.wait_for("interrupted");
+            typing.write_all(b"what happened?\n").unwrap();
+            out.wait_for("Nothing was run.");
+            typing.write_all(b"\\exit\n").unwrap();
+        })
+    };
+    volee_agent::interactive(&mut agent, &mut pane, None, &interrupts)
+        .await
+        .unwrap();
+    user.join().unwrap();
+    let root = w.root();
+    assert!(!root.join("ran.txt").exists() && !root.join("written.txt").exists());
+    // The model learned that neither call ran.
+    let ids = call_ids(&w.server);
+    let messages = w.request(1);
+    assert_eq!(tool_result(&messages, &ids[0]), NOT_RUN_INTERRUPTED);
+    assert_eq!(tool_result(&messages, &ids[1]), NOT_RUN_INTERRUPTED);
+    // The question's answer is in the transcript as what it was.
+    let id = agent.session_id().to_string();
+    let t = read_transcript(&w.store(), &id).unwrap();
+    let answers: Vec<String> = t
+        .items
+        .iter()
+        .filter_map(|i| match &i.item {
+            TranscriptItem::Event { name, detail } if name == "approval" => {
+                Some(detail["answer"].as_str().unwrap_or("").to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers, ["interrupted"], "{}", out.text());
+    assert!(agent.state().pending_tool_calls.is_empty());
+    w.check();
+    finish(agent).await;
+}
