@@ -167,3 +167,93 @@ fn the_volee_harness_in_a_tmux_pane_reports_exact_states() {
         .check_invariants()
         .unwrap_or_else(|e| panic!("{e}\n{}", server.summary()));
 }
+
+/// The same harness in a zellij tab (no plugin: the daemon's `subscribe` watch): the agent's
+/// own reports make its states there too — needs_you at the approval, idle after the answer,
+/// idle again after Ctrl-C at a second approval, done at `\exit`.
+#[test]
+fn the_volee_harness_in_a_zellij_tab_reports_the_same_states() {
+    use volee_test_support::zellij::{start_zellij, zellij_binary, KillSession};
+    if !volee_test_support::require_docker("volee's own agent in a zellij tab") {
+        return;
+    }
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    let Some(bin) = zellij_binary() else {
+        return;
+    };
+    let server = OllamaServer::start(vec![
+        OllamaTurn::tool("shell", json!({"command": "echo made > made.txt"})),
+        OllamaTurn::text("Made it."),
+        OllamaTurn::tool("shell", json!({"command": "echo nope > nope.txt"})),
+    ]);
+    env.extra_env
+        .push(("OLLAMA_HOST".into(), server.base_url().to_string()));
+    let project = env.work();
+    if nix::unistd::getuid().is_root() {
+        std::os::unix::fs::chown(&project, Some(1000), Some(1000)).unwrap();
+    }
+    let vars = start_zellij(&mut env, &bin, "vo");
+    let _kill = KillSession::new(&bin, "vo", vars);
+    let id = env.ok([
+        "launch",
+        "--host",
+        "zellij:vo",
+        "--harness",
+        "volee",
+        "--name",
+        "own-zj",
+        "make a file",
+    ]);
+    let show = || format!("{}\n{}", env.agent(&id), env.ok(["peek", &id]));
+    let asked = wait_until(
+        "the approval question is needs_you",
+        Duration::from_secs(60),
+        || {
+            let a = env.agent(&id);
+            (a["state"] == "needs_you").then_some(a)
+        },
+        || format!("{}\n{}", show(), env.log_tail()),
+    );
+    assert_eq!(asked["host"]["kind"], "zellij", "{asked}");
+    assert_eq!(asked["state_source"], "hooks", "{asked}");
+    env.ok(["send", &id, "o"]);
+    let done = wait_until(
+        "the turn ends: idle",
+        Duration::from_secs(60),
+        || {
+            let a = env.agent(&id);
+            (a["state"] == "idle" && project.join("made.txt").exists()).then_some(a)
+        },
+        show,
+    );
+    assert_eq!(done["state_source"], "hooks", "{done}");
+
+    env.ok(["send", &id, "one more"]);
+    wait_until(
+        "the second approval",
+        Duration::from_secs(30),
+        || (env.agent(&id)["state"] == "needs_you").then_some(()),
+        show,
+    );
+    env.ok(["interrupt", &id]);
+    let stopped = wait_until(
+        "Ctrl-C at the question: idle",
+        Duration::from_secs(30),
+        || {
+            let a = env.agent(&id);
+            (a["state"] == "idle").then_some(a)
+        },
+        show,
+    );
+    assert_eq!(stopped["state_source"], "hooks", "{stopped}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!project.join("nope.txt").exists());
+
+    env.ok(["send", &id, "\\exit"]);
+    env.wait_state(&id, "done", 30);
+    server
+        .check_invariants()
+        .unwrap_or_else(|e| panic!("{e}\n{}", server.summary()));
+}
