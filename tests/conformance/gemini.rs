@@ -19,7 +19,7 @@ use volee_test_support::{require, TestEnv};
 
 use crate::common::{cmdline_mentions, drive, logger_command, Spec};
 
-const API_KEY: &str = "test-key";
+pub(crate) const API_KEY: &str = "test-key";
 
 /// Hook events the test itself logs (beside volee's own system-defaults layer). The per-model-call
 /// events (BeforeModel, AfterModel, BeforeToolSelection) are left out: they fire on every call.
@@ -35,7 +35,7 @@ const LOGGED_EVENTS: &[&str] = &[
 
 /// `~/.gemini/settings.json` and `~/.gemini/trustedFolders.json` of a user who chose API-key auth,
 /// the approval mode that asks, and trusted the work folder. Returns both, for the report.
-fn seed_home(home: &Path, work: &Path, hook_log: &Path) -> (Value, Value) {
+pub(crate) fn seed_home(home: &Path, work: &Path, hook_log: &Path) -> (Value, Value) {
     let logger = logger_command(hook_log);
     let mut hooks = serde_json::Map::new();
     for event in LOGGED_EVENTS {
@@ -80,6 +80,42 @@ fn insecure_ancestor(dir: &Path) -> Option<std::path::PathBuf> {
         .map(Path::to_path_buf)
 }
 
+/// A test world where Gemini CLI reads volee's system-defaults file. 0.61.0 reads one only when
+/// the file and every directory above it belong to root and are not group/other-writable;
+/// otherwise it shows "Security Warning: Skipping system defaults file …" (volee then uses its
+/// extension). So the world cannot live under /tmp: it goes under cargo's target tmp directory.
+/// None (said on stderr) when this user or that directory cannot have one. Call it with the
+/// test lock held, before the test starts threads (it changes TMPDIR for a moment).
+pub(crate) fn system_defaults_env(version: &str) -> Option<TestEnv> {
+    if !nix::unistd::getuid().is_root() {
+        eprintln!(
+            "SKIPPED: Gemini CLI {version} ignores a system-defaults file unless root owns it, \
+             so volee gives this user (uid {}) its hooks through its extension instead",
+            nix::unistd::getuid()
+        );
+        return None;
+    }
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(base).unwrap();
+    // The test lock is held and no other thread of this test runs yet: nothing reads the
+    // environment while it changes (tempfile reads TMPDIR).
+    let previous = std::env::var_os("TMPDIR");
+    std::env::set_var("TMPDIR", base);
+    let env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
+    match previous {
+        Some(v) => std::env::set_var("TMPDIR", v),
+        None => std::env::remove_var("TMPDIR"),
+    }
+    if let Some(insecure) = insecure_ancestor(env.root()) {
+        eprintln!(
+            "SKIPPED: {} is group/other-writable or not root's, so Gemini CLI would skip volee's system-defaults file",
+            insecure.display()
+        );
+        return None;
+    }
+    Some(env)
+}
+
 /// How volee gives Gemini its hooks.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Hooks {
@@ -116,38 +152,9 @@ fn run(hooks: Hooks) {
             .push(("VOLEE_GEMINI_HOOKS".into(), "extension".into()));
         env
     } else {
-        // 0.61.0 reads a system-defaults file (volee's hooks) only when the file and every
-        // directory above it belong to root and are not group/other-writable; otherwise it shows
-        // "Security Warning: Skipping system defaults file …" (volee then uses its extension,
-        // tested above). So this test world cannot live under /tmp: it goes under cargo's
-        // target tmp directory instead.
-        if !nix::unistd::getuid().is_root() {
-            eprintln!(
-                "SKIPPED: Gemini CLI {} ignores a system-defaults file unless root owns it, \
-                 so volee gives this user (uid {}) its hooks through its extension instead",
-                pinned.version,
-                nix::unistd::getuid()
-            );
+        let Some(env) = system_defaults_env(&pinned.version) else {
             return;
-        }
-        let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        std::fs::create_dir_all(base).unwrap();
-        // The test lock is held and no other thread of this test runs yet: nothing reads the
-        // environment while it changes (tempfile reads TMPDIR).
-        let previous = std::env::var_os("TMPDIR");
-        std::env::set_var("TMPDIR", base);
-        let env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
-        match previous {
-            Some(v) => std::env::set_var("TMPDIR", v),
-            None => std::env::remove_var("TMPDIR"),
-        }
-        if let Some(insecure) = insecure_ancestor(env.root()) {
-            eprintln!(
-                "SKIPPED: {} is group/other-writable or not root's, so Gemini CLI would skip volee's system-defaults file",
-                insecure.display()
-            );
-            return;
-        }
+        };
         env
     };
     env.start_tmux();

@@ -1,7 +1,8 @@
 //! Join, on real harnesses: `volee launch --harness H --join` gives the harness volee's MCP
 //! server for that launch only (Claude Code `--mcp-config` with a file of volee's own, the prompt
 //! after `--`; OpenCode `OPENCODE_CONFIG_CONTENT`; Qwen Code `--mcp-config`; Codex CLI
-//! `-c mcp_servers.volee.*`; Copilot CLI `--additional-mcp-config @FILE`); the scripted model asks
+//! `-c mcp_servers.volee.*`; Copilot CLI `--additional-mcp-config @FILE`; Gemini CLI a
+//! system-defaults file of volee's); the scripted model asks
 //! for volee's `list_agents` tool; the call goes through `volee mcp` to the daemon, whose answer —
 //! the agents, and which one is asking — comes back to the model as the tool result. Nothing of
 //! the user's configuration names volee's server.
@@ -36,6 +37,7 @@ fn claude_code_calls_volees_list_agents_through_volee_mcp() {
         Prepared {
             user_config: env.home().join(".claude/settings.json"),
             never: "mcp",
+            allow: "1",
             _keep: None,
         }
     };
@@ -77,6 +79,8 @@ struct Prepared {
     /// The user's own config file, and what must never appear in it.
     user_config: PathBuf,
     never: &'static str,
+    /// What `volee send` types to allow the call once when the harness asks.
+    allow: &'static str,
     _keep: Option<Box<dyn std::any::Any>>,
 }
 
@@ -92,6 +96,28 @@ fn joined_list_agents(
     prepare: impl FnOnce(&mut TestEnv, &ModelServer, &Path, &Path) -> Prepared,
     inspect: impl FnOnce(&Value, &ModelServer, &Exchange),
 ) {
+    joined_list_agents_in(
+        |_| Some(TestEnv::new(env!("CARGO_BIN_EXE_volee"))),
+        harness,
+        script,
+        results,
+        exit,
+        prepare,
+        inspect,
+    );
+}
+
+/// [`joined_list_agents`] in a test world `new_env` makes (with the test lock held; given the
+/// pinned version), or nothing when it makes none.
+fn joined_list_agents_in(
+    new_env: impl FnOnce(&str) -> Option<TestEnv>,
+    harness: &str,
+    script: Vec<Turn>,
+    results: usize,
+    exit: &str,
+    prepare: impl FnOnce(&mut TestEnv, &ModelServer, &Path, &Path) -> Prepared,
+    inspect: impl FnOnce(&Value, &ModelServer, &Exchange),
+) {
     let _serial = crate::serial();
     if !require("tmux", "the join conformance test") {
         return;
@@ -100,7 +126,9 @@ fn joined_list_agents(
     let Some(bin_dir) = crate::install(&pinned) else {
         return;
     };
-    let mut env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
+    let Some(mut env) = new_env(&pinned.version) else {
+        return;
+    };
     env.start_tmux();
     let work = env.work().canonicalize().unwrap();
     let server = ModelServer::start(script);
@@ -129,14 +157,18 @@ fn joined_list_agents(
         "joined",
         "List the agents volee supervises.",
     ]);
+    // Allowed once: a second "1" sent while the answered dialog is still on screen would become
+    // a prompt.
+    let allowed = std::cell::Cell::new(false);
     let answered = wait_until(
         "the tool result back at the model",
         Duration::from_secs(120),
         || {
-            if env.agent(&id)["state"] == "needs_you" {
+            if !allowed.get() && env.agent(&id)["state"] == "needs_you" {
                 let peek = env.ok(["peek", &id, "-n", "30"]);
                 if peek.contains("1. ") {
-                    let _ = env.run(["send", &id, "1"]);
+                    let _ = env.run(["send", &id, prepared.allow]);
+                    allowed.set(true);
                 }
             }
             server
@@ -176,7 +208,19 @@ fn joined_list_agents(
     );
     assert!(!work.join(".opencode").exists());
     env.ok(["send", &id, exit]);
-    assert_eq!(env.wait_state(&id, "done", 30), "done");
+    wait_until(
+        "the harness ends at its exit command",
+        Duration::from_secs(30),
+        || (env.agent(&id)["state"] == "done").then_some(()),
+        || {
+            format!(
+                "{}\n{}\n{}",
+                env.agent(&id),
+                env.ok(["peek", &id, "-n", "40"]),
+                server.summary()
+            )
+        },
+    );
 }
 
 /// OpenCode 1.18.33: volee's server in `OPENCODE_CONFIG_CONTENT` for that launch; its tools
@@ -199,6 +243,46 @@ fn opencode_calls_volees_list_agents_through_volee_mcp() {
             Prepared {
                 user_config: env.home().join(".config/opencode/opencode.json"),
                 never: "mcp",
+                allow: "1",
+                _keep: None,
+            }
+        },
+        |_, _, _| {},
+    );
+}
+
+/// Gemini CLI 0.61.0: `mcpServers` in volee's own system-defaults file for that launch (read
+/// only when root owns it and every directory above it: see `gemini::system_defaults_env`); MCP
+/// tools are offered as `mcp_<server>_<tool>`.
+#[test]
+fn gemini_cli_calls_volees_list_agents_through_volee_mcp() {
+    let script = vec![
+        Turn::tool("mcp_volee_list_agents", json!({})),
+        Turn::text("done"),
+    ];
+    joined_list_agents_in(
+        crate::gemini::system_defaults_env,
+        "gemini",
+        script,
+        1,
+        "/quit",
+        |env, server, _, work| {
+            let hook_log = env.root().join("hook-payloads");
+            std::fs::create_dir_all(&hook_log).unwrap();
+            crate::gemini::seed_home(&env.home(), work, &hook_log);
+            env.extra_env.extend(
+                [
+                    ("GEMINI_API_KEY", crate::gemini::API_KEY.to_string()),
+                    ("GOOGLE_GEMINI_BASE_URL", server.base_url().to_string()),
+                ]
+                .map(|(k, v)| (k.to_string(), v)),
+            );
+            Prepared {
+                user_config: env.home().join(".gemini/settings.json"),
+                never: "mcpServers",
+                // Enter takes the highlighted "Allow once": a "1" typed at this dialog stays in the
+                // input box and prefixes the next prompt (seen: `1/quit`).
+                allow: "",
                 _keep: None,
             }
         },
@@ -236,6 +320,7 @@ fn qwen_code_calls_volees_list_agents_through_volee_mcp() {
             Prepared {
                 user_config: env.home().join(".qwen/settings.json"),
                 never: "mcpServers",
+                allow: "1",
                 _keep: None,
             }
         },
@@ -269,6 +354,7 @@ fn codex_cli_calls_volees_list_agents_through_volee_mcp() {
             Prepared {
                 user_config: home.join(".codex/config.toml"),
                 never: "mcp_servers",
+                allow: "1",
                 _keep: Some(Box::new(crate::codex::DaemonCleanup {
                     bin: bin_dir.join(&crate::pinned("codex").bin),
                     home,
@@ -300,6 +386,7 @@ fn copilot_cli_calls_volees_list_agents_through_volee_mcp() {
             Prepared {
                 user_config: env.home().join(".copilot/mcp-config.json"),
                 never: "volee",
+                allow: "1",
                 _keep: None,
             }
         },
