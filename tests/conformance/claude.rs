@@ -192,73 +192,18 @@ fn claude_code_asks_permission_and_finishes_its_turn() {
 }
 
 /// A prompt of several lines sent with `volee send` reaches the model as one message, whole
-/// (peers' users see multi-line prompts split or never submitted, and `@path` tokens open
-/// Claude's completion menu and eat the Enter): volee pastes it bracketed and submits after the
-/// profile's delay.
+/// (`@path` tokens open Claude's completion menu, which could eat the Enter).
 #[test]
 fn a_multi_line_prompt_sent_to_claude_code_arrives_whole() {
-    let _serial = crate::serial();
-    if !require("tmux", "the Claude Code multi-line prompt test") {
-        return;
-    }
-    let pinned = crate::pinned("claude");
-    let Some(bin_dir) = crate::install(&pinned) else {
+    let Some(mut w) = crate::common::world("claude", "the Claude Code multi-line prompt test")
+    else {
         return;
     };
-    let mut env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
-    env.start_tmux();
-    let work = env.work().canonicalize().unwrap();
-    let hook_log = env.root().join("hook-payloads");
-    std::fs::create_dir_all(&hook_log).unwrap();
-    seed_home(&env.home(), &work, &hook_log);
+    seed_home(&w.env.home(), &w.work, &w.hook_log);
     let server = ModelServer::start(vec![Turn::text("hello"), Turn::text("read it")]);
-    let claude_tmp = env.root().join("claude-tmp");
-    claude_env(&mut env, &bin_dir, &server, &claude_tmp);
-    let id = env.ok([
-        "launch",
-        "--harness",
-        "claude",
-        "--host",
-        "tmux:main",
-        "--name",
-        "multi",
-        "Say hello.",
-    ]);
-    assert_eq!(env.wait_state(&id, "idle", 60), "idle");
-    let prompt = "First line of the prompt.\nSecond line names @notes/plan.md and /tmp.\n\n  Fourth line, indented.";
-    env.ok(["send", &id, prompt]);
-    let second = volee_test_support::wait_until(
-        "the second prompt at the model",
-        Duration::from_secs(60),
-        || server.main_exchanges().get(1).cloned(),
-        || {
-            format!(
-                "{}\n{}",
-                env.ok(["peek", &id, "-n", "30"]),
-                server.summary()
-            )
-        },
-    );
-    // The last user message's text, whatever blocks Claude wraps around it.
-    let last = second.messages().last().cloned().unwrap_or_default();
-    let text: String = match &last["content"] {
-        Value::String(t) => t.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    };
-    assert_eq!(last["role"], "user", "{last}");
-    assert!(
-        text.contains(prompt),
-        "the prompt whole in one message: {last}"
-    );
-    assert_eq!(env.wait_state(&id, "idle", 60), "idle");
-    assert_eq!(server.main_exchanges().len(), 2, "{}", server.summary());
-    env.ok(["send", &id, "/exit"]);
-    assert_eq!(env.wait_state(&id, "done", 30), "done");
+    let claude_tmp = w.env.root().join("claude-tmp");
+    claude_env(&mut w.env, &w.bin_dir, &server, &claude_tmp);
+    crate::common::a_multi_line_prompt_arrives_whole(&w.env, &server, "claude", "/exit");
 }
 
 #[test]

@@ -121,6 +121,30 @@ impl Drop for DaemonCleanup {
     }
 }
 
+/// A prompt of several lines sent with `volee send` reaches the model whole, as one turn.
+#[test]
+fn a_multi_line_prompt_sent_to_codex_cli_arrives_whole() {
+    let Some(mut w) = crate::common::world("codex", "the Codex CLI multi-line prompt test") else {
+        return;
+    };
+    let server = ModelServer::start(vec![Turn::text("hello"), Turn::text("read it")]);
+    let home = w.env.home().canonicalize().unwrap();
+    seed_home(&home, &format!("{}/v1", server.base_url()), &w.work);
+    let _cleanup = DaemonCleanup {
+        bin: w.bin_dir.join(&crate::pinned("codex").bin),
+        home: home.clone(),
+    };
+    w.env.extra_env.extend(
+        [
+            ("PATH", crate::path_with(&w.bin_dir)),
+            ("VOLEE_TEST_MODEL_KEY", API_KEY.to_string()),
+            ("CODEX_HOME", home.join(".codex").display().to_string()),
+        ]
+        .map(|(k, v)| (k.to_string(), v)),
+    );
+    crate::common::a_multi_line_prompt_arrives_whole(&w.env, &server, "codex", "/quit");
+}
+
 #[test]
 fn codex_cli_asks_approval_and_finishes_its_turn() {
     let _serial = crate::serial();

@@ -680,3 +680,136 @@ pub fn process_tree(pid: i32) -> String {
     }
     out.join(", ")
 }
+
+/// A conformance test's world for `harness`: the serial lock, the pinned program's bin
+/// directory, a test environment with its private tmux started, the work directory (canonical)
+/// and an empty directory for hook payload logs. None when tmux or the program is missing
+/// outside CI (under CI: a failure).
+pub struct World {
+    pub _serial: std::sync::MutexGuard<'static, ()>,
+    pub bin_dir: PathBuf,
+    pub env: TestEnv,
+    pub work: PathBuf,
+    pub hook_log: PathBuf,
+}
+
+pub fn world(harness: &str, what: &str) -> Option<World> {
+    let serial = crate::serial();
+    if !volee_test_support::require("tmux", what) {
+        return None;
+    }
+    let pinned = crate::pinned(harness);
+    let bin_dir = crate::install(&pinned)?;
+    let env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
+    env.start_tmux();
+    let work = env.work().canonicalize().unwrap();
+    let hook_log = env.root().join("hook-payloads");
+    std::fs::create_dir_all(&hook_log).unwrap();
+    Some(World {
+        _serial: serial,
+        bin_dir,
+        env,
+        work,
+        hook_log,
+    })
+}
+
+/// A prompt of several lines — a blank line, an indented one, an `@path` and a `/word` in it.
+pub const MULTI_LINE_PROMPT: &str =
+    "First line of the prompt.\nSecond line names @notes/plan.md and /tmp.\n\n  Fourth line, indented.";
+
+/// Every `text`/`content` string under `v`, joined by newlines (a message's text, whatever
+/// blocks or parts a harness wraps it in).
+pub fn all_text(v: &Value) -> String {
+    fn walk(v: &Value, key: Option<&str>, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) if matches!(key, Some("text" | "content")) => out.push(s.clone()),
+            Value::Array(items) => items.iter().for_each(|i| walk(i, key, out)),
+            Value::Object(map) => map.iter().for_each(|(k, v)| walk(v, Some(k), out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(v, None, &mut out);
+    out.join("\n")
+}
+
+/// The text of the last user message of each request the model server got.
+fn user_texts(server: &ModelServer) -> Vec<String> {
+    server
+        .exchanges()
+        .iter()
+        .filter_map(|e| {
+            e.messages()
+                .iter()
+                .rev()
+                .find(|m| m["role"] == "user")
+                .map(all_text)
+        })
+        .collect()
+}
+
+/// A harness launched with a short prompt that has answered: [`MULTI_LINE_PROMPT`] sent with
+/// `volee send` reaches the model in one user message, whole, and no request carries a piece of
+/// it alone (peers' users see multi-line prompts split into several or never submitted). Side
+/// requests (titles, memory agents) may come and go.
+pub fn a_multi_line_prompt_arrives_whole(
+    env: &TestEnv,
+    server: &ModelServer,
+    harness: &str,
+    exit: &str,
+) {
+    let id = env.ok([
+        "launch",
+        "--harness",
+        harness,
+        "--host",
+        "tmux:main",
+        "--name",
+        "multi",
+        "Say hello.",
+    ]);
+    // The first prompt at the model and answered (a harness may show idle before it submits
+    // its first prompt).
+    wait_until(
+        "the first turn answered",
+        Duration::from_secs(60),
+        || {
+            (user_texts(server).iter().any(|t| t.contains("Say hello."))
+                && env.agent(&id)["state"] == "idle")
+                .then_some(())
+        },
+        || format!("{}\n{}", env.agent(&id), server.summary()),
+    );
+    env.ok(["send", &id, MULTI_LINE_PROMPT]);
+    wait_until(
+        "the multi-line prompt at the model, whole",
+        Duration::from_secs(60),
+        || {
+            user_texts(server)
+                .iter()
+                .any(|t| t.contains(MULTI_LINE_PROMPT))
+                .then_some(())
+        },
+        || {
+            format!(
+                "{}\nwhat the model got:\n{:#?}\n{}",
+                env.ok(["peek", &id, "-n", "30"]),
+                user_texts(server),
+                server.summary()
+            )
+        },
+    );
+    assert_eq!(env.wait_state(&id, "idle", 60), "idle");
+    std::thread::sleep(Duration::from_millis(500));
+    let pieces: Vec<String> = user_texts(server)
+        .into_iter()
+        .filter(|t| t.contains("Fourth line, indented.") && !t.contains(MULTI_LINE_PROMPT))
+        .collect();
+    assert!(
+        pieces.is_empty(),
+        "{harness}: a piece sent alone: {pieces:#?}"
+    );
+    env.ok(["send", &id, exit]);
+    assert_eq!(env.wait_state(&id, "done", 30), "done");
+}

@@ -125,6 +125,28 @@ enum Hooks {
     Extension,
 }
 
+/// A prompt of several lines sent with `volee send` reaches the model whole, as one turn
+/// (hooks through volee's extension: any user).
+#[test]
+fn a_multi_line_prompt_sent_to_gemini_cli_arrives_whole() {
+    let Some(mut w) = crate::common::world("gemini", "the Gemini CLI multi-line prompt test")
+    else {
+        return;
+    };
+    seed_home(&w.env.home(), &w.work, &w.hook_log);
+    let server = ModelServer::start(vec![Turn::text("hello"), Turn::text("read it")]);
+    w.env.extra_env.extend(
+        [
+            ("VOLEE_GEMINI_HOOKS", "extension".to_string()),
+            ("PATH", crate::path_with(&w.bin_dir)),
+            ("GEMINI_API_KEY", API_KEY.to_string()),
+            ("GOOGLE_GEMINI_BASE_URL", server.base_url()),
+        ]
+        .map(|(k, v)| (k.to_string(), v)),
+    );
+    crate::common::a_multi_line_prompt_arrives_whole(&w.env, &server, "gemini", "/quit");
+}
+
 #[test]
 fn gemini_cli_asks_permission_and_finishes_its_turn() {
     run(Hooks::SystemDefaults);

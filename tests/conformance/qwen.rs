@@ -74,6 +74,26 @@ pub(crate) fn seed_home(home: &Path, work: &Path, hook_log: &Path) -> Value {
     settings
 }
 
+/// A prompt of several lines sent with `volee send` reaches the model whole, as one turn.
+#[test]
+fn a_multi_line_prompt_sent_to_qwen_code_arrives_whole() {
+    let Some(mut w) = crate::common::world("qwen", "the Qwen Code multi-line prompt test") else {
+        return;
+    };
+    seed_home(&w.env.home(), &w.work, &w.hook_log);
+    let server = ModelServer::start(vec![Turn::text("hello"), Turn::text("read it")]);
+    w.env.extra_env.extend(
+        [
+            ("PATH", crate::path_with(&w.bin_dir)),
+            ("OPENAI_API_KEY", API_KEY.to_string()),
+            ("OPENAI_BASE_URL", format!("{}/v1", server.base_url())),
+            ("OPENAI_MODEL", MODEL.to_string()),
+        ]
+        .map(|(k, v)| (k.to_string(), v)),
+    );
+    crate::common::a_multi_line_prompt_arrives_whole(&w.env, &server, "qwen", "/quit");
+}
+
 #[test]
 fn qwen_code_asks_permission_and_finishes_its_turn() {
     let _serial = crate::serial();
