@@ -24,6 +24,7 @@ fn the_volee_harness_in_a_tmux_pane_reports_exact_states() {
     let server = OllamaServer::start(vec![
         OllamaTurn::tool("shell", json!({"command": "echo made > made.txt"})),
         OllamaTurn::text("Made it."),
+        OllamaTurn::text("Noted."),
         OllamaTurn::tool(
             "shell",
             json!({"command": "echo waiting > waiting.txt; sleep 97; echo never > never.txt", "timeout_secs": 300}),
@@ -84,6 +85,34 @@ fn the_volee_harness_in_a_tmux_pane_reports_exact_states() {
     assert_eq!(
         std::fs::read_to_string(project.join("made.txt")).unwrap(),
         "made\n"
+    );
+
+    // A prompt of several lines is one prompt (pasted bracketed into the pane's terminal).
+    let prompt = "First line.\n\n  Third line, indented.";
+    env.ok(["send", &id, prompt]);
+    wait_until(
+        "the multi-line prompt answered",
+        Duration::from_secs(30),
+        || {
+            (env.agent(&id)["state"] == "idle" && env.ok(["peek", &id]).contains("Noted."))
+                .then_some(())
+        },
+        || format!("{}\n{}", env.agent(&id), env.ok(["peek", &id])),
+    );
+    let requests = server.chat_requests();
+    let users: Vec<String> = requests
+        .last()
+        .unwrap()
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(users, ["make a file", prompt], "{}", server.summary());
+    assert!(
+        !env.ok(["peek", &id]).contains("[200~"),
+        "the paste markers are not echoed: {}",
+        env.ok(["peek", &id])
     );
 
     // Ctrl-C (`volee interrupt`) while a command runs stops the turn, not the agent: idle again,

@@ -39,7 +39,9 @@ pub use agent::{
     INTERRUPTED, NOT_RUN_INTERRUPTED, NOT_STARTED, SUMMARY_ACK, SUMMARY_PREFIX, SYSTEM_PROMPT,
 };
 pub use error::AgentError;
-pub use pane::{interactive, ApprovalMode, InterruptibleInput, Pane, TurnInterrupted, HELP};
+pub use pane::{
+    interactive, ApprovalMode, InterruptibleInput, Pane, TurnInterrupted, HELP, PASTE_OFF, PASTE_ON,
+};
 pub use parts::{
     from_wire, to_wire, AgentEvent, Approval, Interrupts, Model, NoReporter, Shell, StateReporter,
     Ui,

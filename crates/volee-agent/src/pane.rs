@@ -91,7 +91,20 @@ impl<R: BufRead, W: Write> Pane<R, W> {
         let mut line = String::new();
         match self.input.read_line(&mut line) {
             Ok(0) => Read::End,
-            Ok(_) => Read::Line(line.trim_end_matches(['\n', '\r']).to_string()),
+            Ok(_) => {
+                // A bracketed paste (text of several lines pasted, or sent by `volee send`) is
+                // one prompt: read on to its end, markers dropped.
+                if line.contains(PASTE_START) {
+                    while !line.contains(PASTE_END) {
+                        match self.input.read_line(&mut line) {
+                            Ok(0) | Err(_) => break,
+                            Ok(_) => {}
+                        }
+                    }
+                    line = line.replace(PASTE_START, "").replace(PASTE_END, "");
+                }
+                Read::Line(line.trim_end_matches(['\n', '\r']).to_string())
+            }
             Err(e) if e.get_ref().is_some_and(|i| i.is::<TurnInterrupted>()) => Read::Interrupted,
             Err(_) => Read::End,
         }
@@ -101,6 +114,14 @@ impl<R: BufRead, W: Write> Pane<R, W> {
         (self.input, self.out)
     }
 }
+
+/// What a terminal in bracketed-paste mode puts around a paste.
+const PASTE_START: &str = "\x1b[200~";
+const PASTE_END: &str = "\x1b[201~";
+/// Bracketed-paste mode on and off: what the pane's terminal is asked for, so a pasted text of
+/// several lines is read as one prompt (volee-cli sets it on a terminal).
+pub const PASTE_ON: &str = "\x1b[?2004h";
+pub const PASTE_OFF: &str = "\x1b[?2004l";
 
 /// What a read of the pane's input gave.
 enum Read {
@@ -524,6 +545,25 @@ mod tests {
         assert_eq!(p.read_line(), None, "the end of input");
         let shown = String::from_utf8(p.into_inner().1).unwrap();
         assert!(shown.contains("allow shell: o = once"), "{shown}");
+    }
+
+    #[test]
+    fn a_bracketed_paste_of_several_lines_is_one_prompt() {
+        let mut p = pane(
+            "\x1b[200~first line\n\n  third, indented\x1b[201~\nnext\n\x1b[200~o\x1b[201~\n",
+            ApprovalMode::Ask,
+        );
+        assert_eq!(
+            p.read_line().as_deref(),
+            Some("first line\n\n  third, indented")
+        );
+        assert_eq!(p.read_line().as_deref(), Some("next"));
+        // A pasted answer is an answer.
+        assert_eq!(p.approve("shell", "shell: ls"), Approval::Once);
+        // A paste cut off by the end of input keeps what came.
+        let mut p = pane("\x1b[200~half\nof it", ApprovalMode::Ask);
+        assert_eq!(p.read_line().as_deref(), Some("half\nof it"));
+        assert_eq!(p.read_line(), None);
     }
 
     #[test]

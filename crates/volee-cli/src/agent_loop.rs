@@ -192,6 +192,8 @@ async fn run_async(args: LoopArgs) -> CliResult {
         .prompt
         .is_none()
         .then(|| Arc::new(volee_agent::Interrupts::new()));
+    // On a terminal: pastes marked, so text of several lines is one prompt.
+    let tty = interrupts.as_ref().and_then(|_| PasteMode::on());
     // The pane's input, read by a thread of its own so Ctrl-C at an approval question ends the
     // turn (interactive only).
     let input = match &interrupts {
@@ -206,6 +208,7 @@ async fn run_async(args: LoopArgs) -> CliResult {
         session_id.clone(),
         stopping.clone(),
         interrupts.clone(),
+        tty.clone(),
     );
     let sandbox = RunSandbox {
         inner: sandbox,
@@ -231,6 +234,9 @@ async fn run_async(args: LoopArgs) -> CliResult {
             let interrupts = interrupts.unwrap_or_default();
             let mut pane = Pane::new(input, std::io::stdout(), ApprovalMode::Ask);
             let r = interactive(&mut agent, &mut pane, args.first_prompt, &interrupts).await;
+            if let Some(tty) = &tty {
+                tty.restore();
+            }
             note!("session {session_id} saved; resume it with: volee agent --resume {session_id}");
             r.map_err(agent_error)
         }
@@ -241,6 +247,59 @@ async fn run_async(args: LoopArgs) -> CliResult {
     }
     drop(writer);
     result
+}
+
+/// The pane's terminal while `volee agent` runs interactively: bracketed-paste mode on (a
+/// pasted text of several lines, or one sent by `volee send`, is one prompt) and control
+/// characters echoed as they are rather than as `^[` (the paste markers would show). Undone by
+/// [`PasteMode::restore`] at the end, also when a signal ends the agent.
+pub struct PasteMode {
+    saved: std::sync::Mutex<Option<nix::sys::termios::Termios>>,
+}
+
+impl PasteMode {
+    /// None when stdin or stdout is not a terminal.
+    fn on() -> Option<Arc<PasteMode>> {
+        use nix::sys::termios::{tcgetattr, tcsetattr, LocalFlags, SetArg};
+        use std::io::IsTerminal;
+        if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+            return None;
+        }
+        let saved = tcgetattr(std::io::stdin()).ok()?;
+        let mut quiet = saved.clone();
+        quiet.local_flags.remove(LocalFlags::ECHOCTL);
+        tcsetattr(std::io::stdin(), SetArg::TCSANOW, &quiet).ok()?;
+        write_now(volee_agent::PASTE_ON);
+        Some(Arc::new(PasteMode {
+            saved: std::sync::Mutex::new(Some(saved)),
+        }))
+    }
+
+    /// The terminal as it was (once).
+    fn restore(&self) {
+        let saved = self.saved.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(saved) = saved {
+            write_now(volee_agent::PASTE_OFF);
+            let _ = nix::sys::termios::tcsetattr(
+                std::io::stdin(),
+                nix::sys::termios::SetArg::TCSANOW,
+                &saved,
+            );
+        }
+    }
+}
+
+impl Drop for PasteMode {
+    fn drop(&mut self) {
+        self.restore();
+    }
+}
+
+fn write_now(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
 }
 
 /// The run's sandbox. Once a signal ends the agent, a command's outcome is never reported (its
@@ -282,6 +341,7 @@ fn on_signal_remove_sandbox(
     session_id: String,
     stopping: Arc<AtomicBool>,
     interrupts: Option<Arc<volee_agent::Interrupts>>,
+    tty: Option<Arc<PasteMode>>,
 ) {
     use tokio::signal::unix::{signal, SignalKind};
     let kinds = [
@@ -331,6 +391,9 @@ fn on_signal_remove_sandbox(
             }
         };
         stopping.store(true, Ordering::SeqCst);
+        if let Some(tty) = &tty {
+            tty.restore();
+        }
         let _ = tokio::time::timeout(
             Duration::from_secs(10),
             volee_sandbox::remove_leftovers(&docker, &Leftovers::Session(session_id.clone())),

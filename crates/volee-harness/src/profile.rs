@@ -505,7 +505,9 @@ pub fn profiles() -> Vec<Profile> {
             states: &[Source::Hooks, Source::Activity],
             join: "none",
             input: InputRules {
-                bracketed_paste: false,
+                // A pasted prompt of several lines is one prompt: the pane turns bracketed-paste
+                // mode on and reads a paste whole.
+                bracketed_paste: true,
                 enter_delay_ms: 0,
                 submit_key: "Enter",
                 interrupt_key: "C-c",
