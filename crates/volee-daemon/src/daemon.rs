@@ -783,12 +783,16 @@ impl Daemon {
             .scanner
             .scan(|s| volee_procscan::could_match(rules, &s.comm));
         let parents = crate::discovery::parents(&procs);
-        let launched: HashSet<u32> = self
+        let mut launched: HashSet<u32> = self
             .registry
             .iter()
             .filter(|a| a.origin == Origin::Launched && !a.is_ended())
             .filter_map(|a| a.pid)
             .collect();
+        // The daemon's own children are never agents: a discovered agent's `--version` run
+        // (`codex --version` is a node process like the agent) found as a new agent asked its
+        // version again, and so on — hundreds of processes on a loaded machine (seen in CI).
+        launched.insert(std::process::id());
         let found: Vec<volee_procscan::Found> =
             volee_procscan::find_agents(&procs, &self.process_rules)
                 .into_iter()
