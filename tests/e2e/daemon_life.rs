@@ -151,3 +151,46 @@ fn dead_tmux_server_stops_agents() {
     // The daemon is still fine.
     env.ok(["ls", "--all"]);
 }
+
+/// A prompt that appeared while no daemon ran produces no output for the next one: the new
+/// control connection reads what the panes already show. (An agent that printed something
+/// before is read again anyway, for its last output; this one printed nothing before.)
+#[test]
+fn a_prompt_printed_while_the_daemon_was_down_needs_you() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let flag = env.root().join("ask-now");
+    let id = launch_sh(
+        &env,
+        "asker",
+        &format!(
+            "while [ ! -f '{}' ]; do sleep 0.05; done; printf 'Proceed? [y/N] '; read x; sleep 60",
+            flag.display()
+        ),
+    );
+    env.wait_state(&id, "idle", 8);
+    let pane = env.agent(&id)["host"]["pane"].as_str().unwrap().to_string();
+    kill9(env.daemon_pid().unwrap());
+    std::fs::write(&flag, "").unwrap();
+    volee_test_support::wait_until(
+        "the prompt on the pane",
+        Duration::from_secs(5),
+        || {
+            env.tmux(&["capture-pane", "-p", "-t", &pane])
+                .contains("Proceed? [y/N]")
+                .then_some(())
+        },
+        || env.tmux(&["capture-pane", "-p", "-t", &pane]),
+    );
+    let asked = volee_test_support::wait_until(
+        "the restarted daemon reads the prompt on screen",
+        Duration::from_secs(10),
+        || {
+            let a = env.agent(&id);
+            (a["state"] == "needs_you").then_some(a)
+        },
+        || format!("{}\n{}", env.ok(["explain", &id]), env.log_tail()),
+    );
+    assert_eq!(asked["state_source"], "screen", "{asked}");
+}

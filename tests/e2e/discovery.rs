@@ -243,3 +243,52 @@ impl Drop for KillOnDrop {
         let _ = self.child.wait();
     }
 }
+
+/// A harness found with a prompt already on its screen: the pane is read when volee starts
+/// watching it, not only after its next output.
+#[test]
+fn a_discovered_agent_waiting_at_a_prompt_needs_you() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    std::fs::write(
+        env.volee_home().join("config/config.toml"),
+        "discovery_interval = \"1s\"\n",
+    )
+    .unwrap();
+    env.ok(["ls"]);
+    let bin = env.root().join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let claude = bin.join("claude");
+    std::fs::write(
+        &claude,
+        "#!/bin/sh\nprintf 'Proceed? [y/N] '; read x; sleep 60\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let pane = env
+        .tmux(&[
+            "new-window",
+            "-d",
+            "-P",
+            "-F",
+            "#{pane_id}",
+            "-t",
+            "main:",
+            claude.to_str().unwrap(),
+        ])
+        .trim()
+        .to_string();
+    let found = wait_until(
+        "the waiting agent is discovered and needs you",
+        Duration::from_secs(15),
+        || {
+            agents(&env)
+                .into_iter()
+                .find(|a| a["host"]["pane"] == pane.as_str() && a["state"] == "needs_you")
+        },
+        || format!("{:#?}\n{}", agents(&env), env.log_tail()),
+    );
+    assert_eq!(found["origin"], "discovered", "{found}");
+    assert_eq!(found["state_source"], "screen", "{found}");
+}

@@ -478,3 +478,92 @@ fn ten_agents_launched_back_to_back_each_get_a_tab() {
         assert!(tabs.insert(agent["host"]["tab"].to_string()), "{agent}");
     }
 }
+
+/// A prompt printed before volee watches the pane is on the screen `zellij subscribe` delivers
+/// first (`is_initial`): it is read like any other screen. Without the plugin, the subscription
+/// starts at the fallback's next tick (a second or so after the launch), so a prompt printed at
+/// once is always on the initial screen.
+#[test]
+fn a_prompt_already_on_a_zellij_screen_needs_you() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    let Some(bin) = zellij_binary() else {
+        return;
+    };
+    let vars = start_zellij(&mut env, &bin, "vi");
+    let _kill = KillSession::new(&bin, "vi", vars);
+    let id = env.ok([
+        "launch",
+        "--host",
+        "zellij:vi",
+        "--name",
+        "early",
+        "--",
+        "sh",
+        "-c",
+        "printf 'Proceed? [y/N] '; read x; sleep 60",
+    ]);
+    let asked = wait_until(
+        "needs_you from the initial screen",
+        Duration::from_secs(15),
+        || {
+            let a = env.agent(&id);
+            (a["state"] == "needs_you").then_some(a)
+        },
+        || format!("{}\n{}", env.ok(["explain", &id]), env.log_tail()),
+    );
+    assert_eq!(asked["state_source"], "screen", "{asked}");
+    assert!(
+        asked["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("Proceed? [y/N]"),
+        "{asked}"
+    );
+
+    // The same after a daemon restart: the prompt printed while no daemon ran.
+    let flag = env.root().join("ask-now");
+    let late = env.ok([
+        "launch",
+        "--host",
+        "zellij:vi",
+        "--name",
+        "late",
+        "--",
+        "sh",
+        "-c",
+        &format!(
+            "echo waiting; while [ ! -f '{}' ]; do sleep 0.05; done; printf 'Overwrite? [y/N] '; read x; sleep 60",
+            flag.display()
+        ),
+    ]);
+    env.wait_state(&late, "idle", 10);
+    let pid = env.daemon_pid().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    volee_test_support::wait_process_gone(
+        "the daemon is gone",
+        i64::from(pid),
+        Duration::from_secs(5),
+    );
+    std::fs::write(&flag, "").unwrap();
+    // Let the prompt reach the screen before a new daemon starts.
+    std::thread::sleep(Duration::from_millis(500));
+    let asked = wait_until(
+        "the restarted daemon reads the prompt on screen",
+        Duration::from_secs(15),
+        || {
+            let a = env.agent(&late);
+            (a["state"] == "needs_you").then_some(a)
+        },
+        || format!("{}\n{}", env.ok(["explain", &late]), env.log_tail()),
+    );
+    assert!(
+        asked["evidence"].as_str().unwrap().contains("Overwrite?"),
+        "{asked}"
+    );
+}

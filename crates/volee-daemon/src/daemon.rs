@@ -994,6 +994,7 @@ impl Daemon {
                 host
             );
             self.registry.insert(record);
+            let record_id = id.clone();
             self.changed.insert(id);
             self.save_needed = true;
             if let Host::Tmux {
@@ -1004,8 +1005,14 @@ impl Daemon {
                     socket: socket.into(),
                     session: session.clone(),
                 };
-                if let Err(e) = self.ensure_connection(&key).await {
-                    tracing::warn!("could not watch discovered agent's session {session:?}: {e}");
+                match self.ensure_connection(&key).await {
+                    // Found with its screen already drawn (a prompt waiting for the user).
+                    Ok(()) => self.read_initial_screen(&record_id, now),
+                    Err(e) => {
+                        tracing::warn!(
+                            "could not watch discovered agent's session {session:?}: {e}"
+                        )
+                    }
                 }
             }
             if let Host::Zellij { session, .. } = &host {
@@ -1596,7 +1603,12 @@ impl Daemon {
             p.last_output = now;
             return;
         }
-        if !activity || self.echo_until.get(&id).is_some_and(|until| now < *until) {
+        if !activity {
+            // A subscription's first delivery (`is_initial`): the screen as it already is.
+            self.read_initial_screen(&id, now);
+            return;
+        }
+        if self.echo_until.get(&id).is_some_and(|until| now < *until) {
             return;
         }
         if let Some(a) = self.registry.get_mut(&id) {
@@ -2384,7 +2396,37 @@ impl Daemon {
             return Err(reply.text());
         }
         self.conns.insert(key.clone(), conn);
+        // Control mode reports only new output: what the session's panes already show (a prompt
+        // printed while no daemon ran) is read once now.
+        let now = now_ms();
+        let shown: Vec<String> = self
+            .registry
+            .iter()
+            .filter(|a| !a.is_ended())
+            .filter(|a| {
+                matches!(&a.host, Host::Tmux { socket, session, .. }
+                    if Path::new(socket) == key.socket && *session == key.session)
+            })
+            .map(|a| a.id.clone())
+            .collect();
+        for id in shown {
+            self.read_initial_screen(&id, now);
+        }
         Ok(())
+    }
+
+    /// Classify what a pane shows when volee starts watching it, like a screen read after output:
+    /// a prompt already on screen produces no output event. Dated by the last output volee saw
+    /// (else now), so it never outranks a newer hook; skipped while output is still settling
+    /// (the settled read follows).
+    fn read_initial_screen(&mut self, id: &str, now: Millis) {
+        let Some(out) = self.registry.get(id).map(|a| a.signals.last_output) else {
+            return;
+        };
+        if out.is_some_and(|o| now < o + SCREEN_SETTLE_MS) {
+            return;
+        }
+        self.capture_screen(id, out.unwrap_or(now));
     }
 
     /// Re-decide states, notify watchers, persist and push the status line.
