@@ -194,3 +194,70 @@ fn a_prompt_printed_while_the_daemon_was_down_needs_you() {
     );
     assert_eq!(asked["state_source"], "screen", "{asked}");
 }
+
+/// A daemon killed in the middle of a launch (after the agent is recorded, before the pane gets
+/// its environment) leaves a pane waiting for a file nobody will write: the next daemon says at
+/// once that the agent failed, and the pane gives up with a message, instead of `idle` until the
+/// pane's 15 s handover timeout.
+#[test]
+fn a_launch_the_daemon_never_finished_fails_at_once() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let out = env
+        .volee([
+            "launch",
+            "--host",
+            "tmux:main",
+            "--name",
+            "cut",
+            "--",
+            "sleep",
+            "60",
+        ])
+        .env("VOLEE_FAULT", "die-before-handover")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the launch cannot have succeeded");
+    let pane_exec_waits = || {
+        env.tmux(&[
+            "list-panes",
+            "-a",
+            "-F",
+            "#{pane_id}|#{@volee-agent}|#{pane_dead}",
+        ])
+        .lines()
+        .find(|l| l.split('|').nth(1).is_some_and(|a| !a.is_empty()))
+        .map(str::to_string)
+    };
+    let row = pane_exec_waits().expect("the launched pane is marked");
+    let mut fields = row.split('|');
+    let (pane, id) = (fields.next().unwrap(), fields.next().unwrap().to_string());
+    assert_eq!(fields.next(), Some("0"), "the pane still waits: {row}");
+    let started = std::time::Instant::now();
+    let failed = volee_test_support::wait_until(
+        "the next daemon fails the unfinished launch",
+        Duration::from_secs(5),
+        || {
+            let a = env.agent(&id);
+            (a["state"] == "failed").then_some(a)
+        },
+        || format!("{}\n{}", env.ok(["explain", &id]), env.log_tail()),
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(failed["evidence"], "launch interrupted", "{failed}");
+    // The pane is told too: pane-exec gives up with its hint well before its own 15 s timeout.
+    // (tmux 3.3a shows a dead pane's last line of stderr only.)
+    volee_test_support::wait_until(
+        "the pane gives up with its hint",
+        Duration::from_secs(5),
+        || {
+            let text = env.tmux(&["capture-pane", "-p", "-t", pane]);
+            text.contains("close this pane and launch again")
+                .then_some(text)
+        },
+        || env.tmux(&["capture-pane", "-p", "-t", pane]),
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(env.agent(&id)["state"], "failed");
+}

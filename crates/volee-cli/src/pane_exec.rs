@@ -31,6 +31,12 @@ pub fn run(env_file: &Path, command: &[OsString]) -> CliResult {
             }
         };
     let _ = std::fs::remove_file(env_file);
+    if bytes == volee_daemon::handover::CANCELLED {
+        return Err(
+            CliError::internal("the volee daemon stopped before this launch finished")
+                .hint("close this pane and launch again"),
+        );
+    }
     let mut fields = bytes.split(|&b| b == 0);
     let cwd = OsString::from_vec(fields.next().unwrap_or_default().to_vec());
     let Some((program, args)) = command.split_first() else {

@@ -84,6 +84,9 @@ pub struct Signals {
     pub process_gone: Option<Millis>,
     /// Its multiplexer server is gone.
     pub host_lost: Option<Millis>,
+    /// The daemon stopped during its launch, before the pane got its command: it never ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_interrupted: Option<Millis>,
 }
 
 /// The arbiter's verdict.
@@ -282,6 +285,17 @@ fn decide_hooked(signals: &Signals, hook: &HookSignal, source: StateSource) -> D
 
 /// Exit facts win over everything else.
 fn decide_final(signals: &Signals) -> Option<Decision> {
+    // The cause comes first: the pane's own exit (volee pane-exec giving up) follows from it.
+    if let Some(at) = signals.launch_interrupted {
+        return Some(Decision {
+            state: AgentState::Failed,
+            source: StateSource::Process,
+            at,
+            evidence: "launch interrupted".into(),
+            rule: "the volee daemon stopped during the launch, before the command started".into(),
+            recheck_at: None,
+        });
+    }
     if let Some(stop) = signals.stop_requested {
         if signals.exit.is_some()
             || signals.pane_gone.is_some()
@@ -476,6 +490,25 @@ mod tests {
             ..signals()
         };
         assert_eq!(decide(&gone, 0, 8000, &CFG).state, AgentState::Stopped);
+    }
+
+    #[test]
+    fn an_interrupted_launch_failed_whatever_the_pane_did() {
+        let s = Signals {
+            launch_interrupted: Some(7000),
+            last_output: Some(6000),
+            exit: Some(ExitFact {
+                at: 7100,
+                status: Some(4),
+                signal: None,
+            }),
+            ..signals()
+        };
+        let d = decide(&s, 0, 8000, &CFG);
+        assert_eq!(
+            (d.state, d.evidence.as_str(), d.at),
+            (AgentState::Failed, "launch interrupted", 7000)
+        );
     }
 
     #[test]

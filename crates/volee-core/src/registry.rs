@@ -238,6 +238,14 @@ impl AgentRecord {
                 "tmux server gone".into(),
             );
         }
+        if let Some(at) = s.launch_interrupted {
+            push(
+                StateSource::Process,
+                "launch_interrupted",
+                at,
+                "the pane still waited for its environment when the daemon restarted".into(),
+            );
+        }
         obs.sort_by(|a, b| a.at.cmp(&b.at));
         Explanation {
             agent: self.view(),

@@ -2184,8 +2184,38 @@ impl Daemon {
                 tracing::warn!("cannot watch zellij session {session:?} again");
             }
         }
+        self.cancel_unfinished_launches();
         self.flush().await;
         self.remove_unneeded_hook_files();
+    }
+
+    /// Panes whose `volee pane-exec` still waits for the environment file of a launch the last
+    /// daemon never finished: their agents failed now (not idle until the pane's timeout), and
+    /// the panes are told to give up at once.
+    fn cancel_unfinished_launches(&mut self) {
+        let now = now_ms();
+        let waiting = crate::handover::waiting_panes(
+            Path::new("/proc"),
+            &self.paths.launch_dir(),
+            nix::unistd::getuid().as_raw(),
+        );
+        for pane in waiting {
+            tracing::warn!(
+                "launch of agent {} never finished (pane-exec pid {} still waits): failed",
+                pane.agent,
+                pane.pid
+            );
+            if let Err(e) = persist::write_atomic(&pane.env_file, crate::handover::CANCELLED) {
+                tracing::warn!("could not tell pane-exec pid {}: {e}", pane.pid);
+            }
+            if let Some(agent) = self.registry.get_mut(&pane.agent) {
+                if !agent.is_ended() {
+                    agent.signals.launch_interrupted = Some(now);
+                    self.changed.insert(pane.agent.clone());
+                    self.save_needed = true;
+                }
+            }
+        }
     }
 
     /// Tell the user about agent `id` (one transition), by every channel the config enables —
@@ -3093,6 +3123,12 @@ impl Daemon {
                 env.retain(|(key, _)| key != k);
                 env.push(((*k).into(), (*v).into()));
             }
+        }
+        // The end-to-end test of a daemon killed mid-launch stops here (debug builds only).
+        if cfg!(debug_assertions)
+            && std::env::var_os("VOLEE_FAULT").is_some_and(|v| v == "die-before-handover")
+        {
+            let _ = nix::sys::signal::raise(Signal::SIGKILL);
         }
         if let Err(e) = write_env_file(env_file, &req.cwd, &env) {
             return Err(Box::new(internal_error(&format!(

@@ -11,6 +11,7 @@ pub mod codex_server;
 pub mod config;
 pub mod daemon;
 pub mod discovery;
+pub mod handover;
 pub mod logging;
 pub mod notify;
 pub mod opencode_server;
