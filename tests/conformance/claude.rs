@@ -155,7 +155,6 @@ fn claude_code_asks_permission_and_finishes_its_turn() {
         dialog: "Do you want to proceed?",
         // The dialog takes the option's digit as a keystroke.
         approve: "1",
-        idle: &["hook Stop"],
         exit: "/exit",
         exit_status: 0,
         events: &[

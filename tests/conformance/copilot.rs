@@ -210,7 +210,6 @@ fn copilot_cli_asks_permission_and_finishes_its_turn() {
         dialog: "Do you want to run this command?",
         // "❯ 1. Yes": the digit picks and confirms (the Enter after it lands in the empty input).
         approve: "1",
-        idle: &["hook agentStop"],
         exit: "/exit",
         exit_status: 0,
         events: &[

@@ -218,7 +218,6 @@ fn run(hooks: Hooks) {
         needs_you: &["hook Notification"],
         dialog: "Allow execution of [Shell]?",
         approve: "1",
-        idle: &["hook AfterAgent"],
         exit: "/quit",
         exit_status: 0,
         events: &[

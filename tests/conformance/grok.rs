@@ -166,7 +166,6 @@ fn grok_build_asks_permission_and_finishes_its_turn() {
         // and "Yes, proceed" is 3 there); the digit picks and confirms.
         dialog: "2 (○) Yes, proceed",
         approve: "2",
-        idle: &["hook Stop"],
         exit: "/quit",
         exit_status: 0,
         events: &[

@@ -147,7 +147,6 @@ fn qwen_code_asks_permission_and_finishes_its_turn() {
         needs_you: &["hook PermissionRequest", "hook Notification"],
         dialog: "Allow execution of: 'touch'?",
         approve: "1",
-        idle: &["hook Stop", "hook Notification"],
         exit: "/quit",
         exit_status: 0,
         events: &[
