@@ -189,13 +189,16 @@ pub fn confine(root: &Path, requested: &str) -> Result<PathBuf, ToolFailure> {
 /// Open a confined path for reading or writing (created when missing), without following a
 /// symlink in its last component, then check where the opened file really is: a symlink swapped
 /// in after [`confine`] looked (a process left running in the sandbox can make them) cannot lead
-/// a write outside the root. A file created outside by such a race is removed again.
+/// a write outside the root. A file created outside by such a race is removed again. Only a
+/// regular file is opened: the open does not wait (`O_NONBLOCK`), so a FIFO — which would block
+/// the agent for good, Ctrl-C included — or a device is refused by what `fstat` says.
 fn open_confined(root: &Path, path: &Path, write: bool) -> Result<std::fs::File, ToolFailure> {
     use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::io::AsRawFd;
     let existed = path.symlink_metadata().is_ok();
     let mut opts = std::fs::OpenOptions::new();
-    opts.read(true).custom_flags(libc::O_NOFOLLOW);
+    opts.read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
     if write {
         opts.write(true).create(true);
     }
@@ -216,6 +219,15 @@ fn open_confined(root: &Path, path: &Path, write: bool) -> Result<std::fs::File,
             "error: path {} refused: it leads outside the project root {}",
             shown(root, path),
             root.display()
+        ));
+    }
+    let meta = file
+        .metadata()
+        .map_err(|e| ToolFailure(format!("error: cannot read {}: {e}", shown(root, path))))?;
+    if !meta.file_type().is_file() {
+        return fail(format!(
+            "error: {} is not a regular file (a FIFO, a device or a socket): only regular files are read and written",
+            shown(root, path)
         ));
     }
     Ok(file)
@@ -717,6 +729,42 @@ mod tests {
         make_fifo(&r.join("fifo"));
         let e = replace_contents(&r, &r.join("fifo"), b"x").unwrap_err();
         assert!(e.0.contains("not a regular file"), "{}", e.0);
+    }
+
+    /// `f` run on a thread of its own, given 5 s: an open that blocks fails the test instead
+    /// of hanging it.
+    fn within_5s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(5))
+            .expect("hung: a FIFO was opened as if it were a file")
+    }
+
+    #[test]
+    fn special_files_are_refused_without_hanging() {
+        let (d, r) = root();
+        make_fifo(&r.join("fifo"));
+        let (rr, rw) = (r.clone(), r.clone());
+        let read = within_5s(move || read_file(&rr, &json!({"path": "fifo"})));
+        let e = read.unwrap_err();
+        assert!(e.0.contains("fifo is not a regular file"), "{}", e.0);
+        let edit = within_5s(move || {
+            edit_file(
+                &rw,
+                &json!({"path": "fifo", "old_text": "a", "new_text": "b"}),
+            )
+        });
+        assert!(edit.unwrap_err().0.contains("not a regular file"));
+        // A device is refused the same way, through a symlink inside the root too.
+        std::os::unix::fs::symlink("/dev/zero", r.join("zero")).unwrap();
+        let rz = r.clone();
+        let e = within_5s(move || read_file(&rz, &json!({"path": "/dev/zero"}))).unwrap_err();
+        assert!(e.0.contains("refused"), "{}", e.0);
+        let rz = r.clone();
+        assert!(within_5s(move || read_file(&rz, &json!({"path": "zero"}))).is_err());
+        drop(d);
     }
 
     fn make_fifo(path: &Path) {
