@@ -1,13 +1,13 @@
 //! Append-only JSON-lines files (`transcript.jsonl`, `compactions.jsonl`): tolerant reading and
 //! the writer's recovery of the tail past its last checkpoint.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
 use crate::error::{io_err, Result, StoreError};
+use crate::files::open_read;
 use crate::model::TranscriptLine;
 
 /// What a tolerant read found.
@@ -27,7 +27,7 @@ pub(crate) fn read_jsonl<T: DeserializeOwned>(
     path: &Path,
     mut check: impl FnMut(&T, u64) -> Result<(), String>,
 ) -> Result<JsonlRead<T>> {
-    let file = match File::open(path) {
+    let file = match open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(JsonlRead {
@@ -109,7 +109,7 @@ pub(crate) struct Tail {
 /// Scan the transcript from the checkpoint's byte offset (never the whole file): complete lines
 /// that continue the numbering are kept; the first incomplete or bad line ends the good part.
 pub(crate) fn scan_tail(id: &str, path: &Path, offset: u64, checkpoint_seq: u64) -> Result<Tail> {
-    let mut file = match File::open(path) {
+    let mut file = match open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && offset == 0 => {
             return Ok(Tail {
