@@ -20,6 +20,7 @@ mod ids;
 mod jsonl;
 mod lock;
 mod model;
+pub mod parse;
 mod redact;
 mod search;
 mod store;

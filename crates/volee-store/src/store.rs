@@ -665,7 +665,7 @@ fn error_text(e: &StoreError) -> String {
     text
 }
 
-fn parse_state(id: &str, path: &Path, bytes: &[u8]) -> Result<SessionState> {
+pub(crate) fn parse_state(id: &str, path: &Path, bytes: &[u8]) -> Result<SessionState> {
     match serde_json::from_slice::<SessionState>(bytes) {
         Ok(state) if state.schema_version > SCHEMA_VERSION => Err(StoreError::NewerSchema {
             id: id.to_string(),
