@@ -83,6 +83,9 @@ impl Listed {
     }
 }
 
+/// A store entry with a valid id's name that is not a real session directory, and why.
+type Refused = (String, String);
+
 /// Only the schema version, to tell "newer" from "corrupt" when a file does not parse.
 #[derive(serde::Deserialize)]
 struct VersionProbe {
@@ -120,7 +123,7 @@ impl Store {
     /// Every session directory name (valid ids only; `.`-names are in-progress creations and
     /// deletions), and the entries with a valid id's name that are not real directories (a
     /// symlink, a file) with why they are refused.
-    fn ids(&self) -> Result<(Vec<String>, Vec<(String, String)>)> {
+    fn ids(&self) -> Result<(Vec<String>, Vec<Refused>)> {
         if !check_real_dir(&self.root)? {
             return Ok((Vec::new(), Vec::new()));
         }
