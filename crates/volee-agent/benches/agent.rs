@@ -127,7 +127,7 @@ impl Ui for QuietUi {
     fn tool_started(&mut self, _description: &str) {}
     fn tool_finished(&mut self, _summary: &str) {}
     fn notice(&mut self, _text: &str) {}
-    fn approve(&mut self, _tool: &str, _description: &str) -> Approval {
+    fn approve(&mut self, _question: &volee_agent::Question) -> Approval {
         Approval::Once
     }
 }

@@ -476,7 +476,7 @@ impl<M: Model, S: Shell> Agent<M, S> {
             if asks {
                 self.report(AgentEvent::ApprovalAsked);
             }
-            let answer = ui.approve(&name, &description);
+            let answer = ui.approve(&tools::question(&name, &args));
             if asks {
                 self.report(AgentEvent::ApprovalAnswered);
             }

@@ -43,6 +43,6 @@ pub use pane::{
     interactive, ApprovalMode, InterruptibleInput, Pane, TurnInterrupted, HELP, PASTE_OFF, PASTE_ON,
 };
 pub use parts::{
-    from_wire, to_wire, AgentEvent, Approval, Interrupts, Model, NoReporter, Shell, StateReporter,
-    Ui,
+    from_wire, to_wire, AgentEvent, Approval, Interrupts, Model, NoReporter, Question, Shell,
+    StateReporter, Ui,
 };

@@ -102,6 +102,30 @@ pub enum Approval {
     Interrupted,
 }
 
+/// An approval question: what a call will do, with the texts the user must judge shown whole
+/// (the pane shows a long one's head and tail, the hidden length, and everything on request).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    /// The tool (`shell`, `write_file`, `edit_file`).
+    pub tool: String,
+    /// One line: the tool and its target (`write_file src/a.rs`), made literal.
+    pub title: String,
+    /// The call's texts: what each is (`command`, `content`, `replace`, `with`) and the text
+    /// exactly as the call has it (raw: the pane makes it literal).
+    pub parts: Vec<(String, String)>,
+}
+
+impl Question {
+    /// The whole question as text, every part whole and made literal (tests read this).
+    pub fn whole(&self) -> String {
+        let mut text = self.title.clone();
+        for (label, raw) in &self.parts {
+            text.push_str(&format!("\n{label}:\n{}", volee_view::literal_text(raw)));
+        }
+        text
+    }
+}
+
 /// The pane: where the model's text streams to and approvals are asked.
 pub trait Ui {
     /// A piece of the model's answer, as it arrives.
@@ -116,8 +140,8 @@ pub trait Ui {
     fn tool_finished(&mut self, summary: &str);
     /// Something the user should know (compaction, a denied call, a retry…).
     fn notice(&mut self, text: &str);
-    /// Ask whether `tool` may run as `description` says.
-    fn approve(&mut self, tool: &str, description: &str) -> Approval;
+    /// Ask whether the call may run as `question` shows it.
+    fn approve(&mut self, question: &Question) -> Approval;
     /// Does [`Ui::approve`] wait for the user (so the agent `needs_you` meanwhile)? False when
     /// approvals are answered by a rule (`--prompt`).
     fn asks_user(&self) -> bool {

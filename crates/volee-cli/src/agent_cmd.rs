@@ -444,7 +444,9 @@ pub(crate) fn store_error(e: StoreError) -> CliError {
         | StoreError::Ambiguous { .. }
         | StoreError::Locked { .. }
         | StoreError::Archived { .. }
-        | StoreError::ProjectMismatch { .. } => Exit::User,
+        | StoreError::ProjectMismatch { .. }
+        | StoreError::NotRegularFile { .. }
+        | StoreError::Unsafe { .. } => Exit::User,
         StoreError::NewerSchema { .. } => Exit::Environment,
         _ => Exit::Internal,
     };
@@ -472,6 +474,10 @@ pub(crate) fn store_error(e: StoreError) -> CliError {
             "its files are kept as they are; `volee agent --info {id}` still works"
         )),
         StoreError::NewerSchema { .. } => err.hint("upgrade volee to open it; it is left untouched"),
+        StoreError::NotRegularFile { path, .. } | StoreError::Unsafe { path, .. } => err.hint(format!(
+            "volee does not make such a thing and went no further: nothing was read or written through it. Look at {} and remove it if you did not put it there",
+            path.display()
+        )),
         _ => err,
     }
 }

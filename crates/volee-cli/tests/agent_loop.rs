@@ -406,7 +406,7 @@ fn the_pane_answers_its_commands_and_asks_approvals() {
     for expected in [
         "\\fork",
         "Hi there.",
-        "? the agent wants to run shell: touch x",
+        "? the agent wants to run shell:\n  command, 7 characters:\n  │ touch x\n",
         "answer o, a or d",
         "denied: shell: touch x",
         "Denied, fine.",

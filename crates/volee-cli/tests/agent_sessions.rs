@@ -54,7 +54,7 @@ impl Env {
         for (k, v) in extra {
             cmd.env(k, v);
         }
-        cmd.output().unwrap()
+        within_10s(cmd)
     }
 
     /// A session with a title and messages (one mentioning a secret).
@@ -73,6 +73,32 @@ impl Env {
         w.checkpoint().unwrap();
         w.id().to_string()
     }
+}
+
+/// Run `cmd` to its end, killed after 10 s (a command blocked on a FIFO fails the test
+/// instead of hanging it).
+fn within_10s(mut cmd: Command) -> Output {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let began = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if began.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{cmd:?} hung (killed after 10 s)\nstdout: {}\nstderr: {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
 }
 
 fn ok(out: &Output) -> String {
@@ -473,4 +499,90 @@ fn info_shows_pending_tool_calls() {
     assert_eq!(v["pending_tool_names"], serde_json::json!(["shell"]));
     assert_eq!(v["pending_tool_calls"], 1);
     assert_eq!(v["tool_counts"]["shell"], 1);
+}
+
+#[test]
+fn a_symlinked_session_directory_is_refused_and_its_target_untouched() {
+    let env = Env::new();
+    let real = env.session("Real", &["x"]);
+    let elsewhere = env.tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("precious"), "keep me").unwrap();
+    let alias = "aliaselsewhe";
+    let link = env.store_dir().join(alias);
+    std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+    let err = fails(&env.agent(&["--delete", alias, "--yes"]), 2);
+    assert!(
+        err.contains("symbolic link") && err.contains(alias) && err.contains("hint:"),
+        "{err}"
+    );
+    for args in [
+        &["--archive", alias][..],
+        &["--rename", alias, "x"],
+        &["--fork", alias],
+        &["--export", alias],
+        &["--info", alias],
+    ] {
+        let err = fails(&env.agent(args), 2);
+        assert!(err.contains("symbolic link"), "{args:?}: {err}");
+    }
+    // Nothing was written into the target or deleted from it; the link is still there.
+    let names: Vec<String> = std::fs::read_dir(&elsewhere)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["precious"], "no lock written through the link");
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("precious")).unwrap(),
+        "keep me"
+    );
+    assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+    // The listing reports it and still shows the real session.
+    let text = ok(&env.agent(&["--list-sessions"]));
+    assert!(text.contains(&real), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with(alias))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        row.contains("DAMAGED") && row.contains("symbolic link"),
+        "{row}"
+    );
+}
+
+#[test]
+fn list_sessions_reports_a_fifo_meta_json_instead_of_hanging() {
+    let env = Env::new();
+    let good = env.session("Good", &["x"]);
+    let bad = env.session("Bad", &["x"]);
+    let meta = env.store().session_dir(&bad).join("meta.json");
+    std::fs::remove_file(&meta).unwrap();
+    nix::unistd::mkfifo(&meta, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let text = ok(&env.agent(&["--list-sessions"]));
+    assert!(text.contains(&good), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with(&bad))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("DAMAGED") && row.contains("FIFO"), "{row}");
+    let rows = json(&env.agent(&["--list-sessions", "--json"]));
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == bad.as_str())
+        .unwrap();
+    assert_eq!(row["status"], "damaged", "{row}");
+    // A FIFO session.json: a clear error, exit 2, and the FIFO left as it is.
+    let session = env.store().session_dir(&good).join("session.json");
+    std::fs::remove_file(&session).unwrap();
+    nix::unistd::mkfifo(&session, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let err = fails(&env.agent(&["--export", &good]), 2);
+    assert!(
+        err.contains("session.json is a FIFO, not a regular file") && err.contains("hint:"),
+        "{err}"
+    );
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(
+        &session.symlink_metadata().unwrap().file_type()
+    ));
 }

@@ -45,6 +45,10 @@ pub enum StoreError {
     },
     #[error("session {id} has no pending tool call {call_id:?}")]
     NoPendingToolCall { id: String, call_id: String },
+    #[error("{} is {kind}, not a regular file: the store opens only regular files and leaves it as it is", path.display())]
+    NotRegularFile { path: PathBuf, kind: &'static str },
+    #[error("refusing {}: {reason}", path.display())]
+    Unsafe { path: PathBuf, reason: String },
     #[error("could not {action} {}", path.display())]
     Io {
         action: &'static str,
@@ -69,15 +73,37 @@ fn holder_text(pid: Option<u32>) -> String {
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
-/// `map_err` helper: an I/O error about `path`.
+/// `map_err` helper: an I/O error about `path` (a refused special file becomes
+/// [`StoreError::NotRegularFile`]).
 pub(crate) fn io_err(
     action: &'static str,
     path: impl Into<PathBuf>,
 ) -> impl FnOnce(io::Error) -> StoreError {
     let path = path.into();
-    move |source| StoreError::Io {
-        action,
-        path,
-        source,
+    move |source| {
+        let not_regular = source
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<NotRegular>())
+            .map(|n| n.0);
+        match not_regular {
+            Some(kind) => StoreError::NotRegularFile { path, kind },
+            None => StoreError::Io {
+                action,
+                path,
+                source,
+            },
+        }
     }
 }
+
+/// The I/O error of an open that found something other than a regular file (what it found).
+#[derive(Debug)]
+pub(crate) struct NotRegular(pub &'static str);
+
+impl std::fmt::Display for NotRegular {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "it is {}, not a regular file", self.0)
+    }
+}
+
+impl std::error::Error for NotRegular {}

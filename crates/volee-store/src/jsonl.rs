@@ -1,13 +1,13 @@
 //! Append-only JSON-lines files (`transcript.jsonl`, `compactions.jsonl`): tolerant reading and
 //! the writer's recovery of the tail past its last checkpoint.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
 use crate::error::{io_err, Result, StoreError};
+use crate::files::open_read;
 use crate::model::TranscriptLine;
 
 /// What a tolerant read found.
@@ -25,9 +25,9 @@ pub struct JsonlRead<T> {
 pub(crate) fn read_jsonl<T: DeserializeOwned>(
     id: &str,
     path: &Path,
-    mut check: impl FnMut(&T, u64) -> Result<(), String>,
+    check: impl FnMut(&T, u64) -> Result<(), String>,
 ) -> Result<JsonlRead<T>> {
-    let file = match File::open(path) {
+    let file = match open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(JsonlRead {
@@ -37,7 +37,16 @@ pub(crate) fn read_jsonl<T: DeserializeOwned>(
         }
         Err(e) => return Err(io_err("read", path)(e)),
     };
-    let mut reader = BufReader::with_capacity(1 << 16, file);
+    parse_jsonl(id, path, BufReader::with_capacity(1 << 16, file), check)
+}
+
+/// [`read_jsonl`] of what `reader` gives (`path` names it in errors).
+pub(crate) fn parse_jsonl<T: DeserializeOwned>(
+    id: &str,
+    path: &Path,
+    mut reader: impl BufRead,
+    mut check: impl FnMut(&T, u64) -> Result<(), String>,
+) -> Result<JsonlRead<T>> {
     let mut items = Vec::new();
     let mut line = Vec::new();
     // An unparsable line is an error only if another line follows it.
@@ -82,17 +91,20 @@ pub(crate) fn read_jsonl<T: DeserializeOwned>(
 
 /// Read a transcript: lines numbered 1, 2, 3, … without gaps.
 pub(crate) fn read_transcript(id: &str, path: &Path) -> Result<JsonlRead<TranscriptLine>> {
-    read_jsonl(id, path, |line: &TranscriptLine, index| {
-        if line.seq == index + 1 {
-            Ok(())
-        } else {
-            Err(format!(
-                "sequence number {} where {} was due",
-                line.seq,
-                index + 1
-            ))
-        }
-    })
+    read_jsonl(id, path, numbered)
+}
+
+/// A transcript line must carry the next sequence number.
+pub(crate) fn numbered(line: &TranscriptLine, index: u64) -> Result<(), String> {
+    if line.seq == index + 1 {
+        Ok(())
+    } else {
+        Err(format!(
+            "sequence number {} where {} was due",
+            line.seq,
+            index + 1
+        ))
+    }
 }
 
 /// The transcript past a checkpoint, as the writer finds it when it opens the session.
@@ -109,7 +121,7 @@ pub(crate) struct Tail {
 /// Scan the transcript from the checkpoint's byte offset (never the whole file): complete lines
 /// that continue the numbering are kept; the first incomplete or bad line ends the good part.
 pub(crate) fn scan_tail(id: &str, path: &Path, offset: u64, checkpoint_seq: u64) -> Result<Tail> {
-    let mut file = match File::open(path) {
+    let mut file = match open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && offset == 0 => {
             return Ok(Tail {
@@ -132,7 +144,18 @@ pub(crate) fn scan_tail(id: &str, path: &Path, offset: u64, checkpoint_seq: u64)
     }
     file.seek(SeekFrom::Start(offset))
         .map_err(io_err("read", path))?;
-    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let reader = BufReader::with_capacity(1 << 16, file);
+    scan_lines(path, reader, offset, file_len, checkpoint_seq)
+}
+
+/// [`scan_tail`] of the lines `reader` gives from `offset` on, in a file of `file_len` bytes.
+pub(crate) fn scan_lines(
+    path: &Path,
+    mut reader: impl BufRead,
+    offset: u64,
+    file_len: u64,
+    checkpoint_seq: u64,
+) -> Result<Tail> {
     let mut tail = Tail {
         good_len: offset,
         file_len,

@@ -20,6 +20,7 @@ mod ids;
 mod jsonl;
 mod lock;
 mod model;
+pub mod parse;
 mod redact;
 mod search;
 mod store;
@@ -38,8 +39,8 @@ pub use store::{now_ms, Health, Listed, NewSession, SessionInfo, Store, WriterSe
 
 /// Read a session's transcript (tolerant of a torn last line), e.g. for tests and tools.
 pub fn read_transcript(store: &Store, id: &str) -> Result<JsonlRead<TranscriptLine>> {
-    check_id(id)?;
-    jsonl::read_transcript(id, &store.session_dir(id).join("transcript.jsonl"))
+    let dir = store.checked_session_dir(id)?;
+    jsonl::read_transcript(id, &dir.join("transcript.jsonl"))
 }
 
 /// A time in milliseconds since the epoch as RFC 3339 UTC, to the second.

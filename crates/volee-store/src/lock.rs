@@ -8,6 +8,7 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use crate::error::{io_err, Result, StoreError};
+use crate::files::{open_regular, read_regular};
 
 /// How often, and how far apart, a held lock is tried again before the writer is refused.
 const RETRIES: u32 = 20;
@@ -23,17 +24,19 @@ impl WriterLock {
     /// Take the lock of the session in `dir` without waiting.
     pub(crate) fn acquire(id: &str, dir: &Path) -> Result<WriterLock> {
         let path = dir.join("lock");
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| match e.kind() {
-                ErrorKind::NotFound => StoreError::UnknownId { id: id.to_string() },
-                _ => io_err("open", &path)(e),
-            })?;
+        let file = open_regular(
+            &path,
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600),
+        )
+        .map_err(|e| match e.kind() {
+            ErrorKind::NotFound => StoreError::UnknownId { id: id.to_string() },
+            _ => io_err("open", &path)(e),
+        })?;
         let mut lock = fd_lock::RwLock::new(file);
         let mut attempts = 1;
         loop {
@@ -79,7 +82,11 @@ impl WriterLock {
 /// The pid the holder wrote into the lock file (absent in the instant between its lock and its
 /// write).
 pub(crate) fn holder_pid(path: &Path) -> Option<u32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    String::from_utf8(read_regular(path).ok()?)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! candidate lines are parsed and checked against their decoded text (so a query never matches
 //! JSON keys, and a query with quotes or non-ASCII letters still matches what the text says).
 
-use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,6 +11,7 @@ use std::sync::Mutex;
 use serde::Serialize;
 
 use crate::error::{io_err, Result};
+use crate::files::check_real_dir;
 use crate::model::{TranscriptItem, TranscriptLine};
 use crate::redact::redact;
 use crate::store::{Listed, Store, TRANSCRIPT_FILE};
@@ -81,7 +81,16 @@ impl Store {
                     let Some(listed) = sessions.get(i) else {
                         break;
                     };
-                    let path = self.session_dir(&listed.id).join(TRANSCRIPT_FILE);
+                    let dir = self.session_dir(&listed.id);
+                    // A session directory the listing reported as refused (a symlink, another
+                    // user's) is not read through.
+                    if !matches!(check_real_dir(&dir), Ok(true)) {
+                        if let Ok(mut r) = results.lock() {
+                            r.push((i, Ok(None), 0));
+                        }
+                        continue;
+                    }
+                    let path = dir.join(TRANSCRIPT_FILE);
                     let (hit, bytes) = match search_session(listed, &path, &matcher) {
                         Ok((hit, bytes)) => (Ok(hit), bytes),
                         Err(e) => (Err(e), 0),
@@ -271,7 +280,7 @@ impl Matcher {
         if self.escaped.is_empty() {
             return Ok((0, 0));
         }
-        let mut file = match File::open(path) {
+        let mut file = match crate::files::open_read(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, 0)),
             Err(e) => return Err(io_err("read", path)(e)),

@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{io_err, Result, StoreError};
-use crate::files::{ensure_private_dir, fsync_dir, open_append, replace_all};
+use crate::files::{
+    check_real_dir, ensure_private_dir, fsync_dir, kind_of, open_append, open_read, open_regular,
+    read_regular, replace_all,
+};
 use crate::ids::{check_id, new_id};
 use crate::jsonl::{read_jsonl, read_transcript, scan_tail};
 use crate::lock::WriterLock;
@@ -80,6 +83,9 @@ impl Listed {
     }
 }
 
+/// A store entry with a valid id's name that is not a real session directory, and why.
+type Refused = (String, String);
+
 /// Only the schema version, to tell "newer" from "corrupt" when a file does not parse.
 #[derive(serde::Deserialize)]
 struct VersionProbe {
@@ -101,15 +107,29 @@ impl Store {
         self.root.join(id)
     }
 
+    /// The directory of session `id` (an exact id), once the store root and it are checked to
+    /// be real directories of this user (never a symlink: nothing is read or written through
+    /// one); a missing one is an unknown id.
+    pub fn checked_session_dir(&self, id: &str) -> Result<PathBuf> {
+        check_id(id)?;
+        let dir = self.session_dir(id);
+        if check_real_dir(&self.root)? && check_real_dir(&dir)? {
+            Ok(dir)
+        } else {
+            Err(StoreError::UnknownId { id: id.to_string() })
+        }
+    }
+
     /// Every session directory name (valid ids only; `.`-names are in-progress creations and
-    /// deletions).
-    fn ids(&self) -> Result<Vec<String>> {
-        let entries = match fs::read_dir(&self.root) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io_err("read", &self.root)(e)),
-        };
+    /// deletions), and the entries with a valid id's name that are not real directories (a
+    /// symlink, a file) with why they are refused.
+    fn ids(&self) -> Result<(Vec<String>, Vec<Refused>)> {
+        if !check_real_dir(&self.root)? {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let entries = fs::read_dir(&self.root).map_err(io_err("read", &self.root))?;
         let mut ids = Vec::new();
+        let mut refused = Vec::new();
         for entry in entries {
             let entry = entry.map_err(io_err("read", &self.root))?;
             let Ok(name) = entry.file_name().into_string() else {
@@ -118,21 +138,36 @@ impl Store {
             if name.starts_with('.') || check_id(&name).is_err() {
                 continue;
             }
-            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                ids.push(name);
+            // The entry's own type: a symlink is not followed.
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => ids.push(name),
+                Ok(t) => {
+                    let why = match check_real_dir(&entry.path()) {
+                        Err(e) => error_text(&e),
+                        Ok(_) => format!("{} is {}", entry.path().display(), kind_of(t)),
+                    };
+                    refused.push((name, why));
+                }
+                Err(_) => {}
             }
         }
-        Ok(ids)
+        Ok((ids, refused))
     }
 
     /// An exact id, else a unique prefix of one.
     pub fn resolve(&self, id_or_prefix: &str) -> Result<String> {
         check_id(id_or_prefix)?;
-        if self.session_dir(id_or_prefix).is_dir() {
+        if !check_real_dir(&self.root)? {
+            return Err(StoreError::UnknownId {
+                id: id_or_prefix.to_string(),
+            });
+        }
+        if check_real_dir(&self.session_dir(id_or_prefix))? {
             return Ok(id_or_prefix.to_string());
         }
         let mut candidates: Vec<String> = self
             .ids()?
+            .0
             .into_iter()
             .filter(|id| id.starts_with(id_or_prefix))
             .collect();
@@ -153,19 +188,15 @@ impl Store {
 
     /// Read `session.json` of an exact id: a newer schema and a damaged file are errors.
     pub fn load(&self, id: &str) -> Result<SessionState> {
-        check_id(id)?;
-        let path = self.session_dir(id).join(SESSION_FILE);
-        let bytes = match fs::read(&path) {
+        let path = self.checked_session_dir(id)?.join(SESSION_FILE);
+        let bytes = match read_regular(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if self.session_dir(id).is_dir() {
-                    return Err(StoreError::Corrupt {
-                        id: id.to_string(),
-                        path,
-                        reason: "the file is missing".into(),
-                    });
-                }
-                return Err(StoreError::UnknownId { id: id.to_string() });
+                return Err(StoreError::Corrupt {
+                    id: id.to_string(),
+                    path,
+                    reason: "the file is missing".into(),
+                });
             }
             Err(e) => return Err(io_err("read", &path)(e)),
         };
@@ -176,7 +207,7 @@ impl Store {
     /// small `meta.json` files (and `session.json` of a session whose meta is missing or stale).
     /// A damaged session is listed as such and never hides the others.
     pub fn list(&self, include_archived: bool) -> Result<Vec<Listed>> {
-        let ids = self.ids()?;
+        let (ids, refused) = self.ids()?;
         // Many small files: read them on every core.
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
@@ -200,6 +231,12 @@ impl Store {
                 .flat_map(|h| h.join().unwrap_or_default())
                 .collect()
         });
+        // Reported, never read through: a session directory that is a symlink or not a directory.
+        out.extend(refused.into_iter().map(|(id, reason)| Listed {
+            id,
+            health: Health::Damaged { reason },
+            meta: None,
+        }));
         out.sort_by(|a, b| {
             b.updated_at_ms()
                 .cmp(&a.updated_at_ms())
@@ -210,7 +247,26 @@ impl Store {
 
     fn listed(&self, id: String) -> Listed {
         let dir = self.session_dir(&id);
-        if let Some(bytes) = read_small(&dir.join(META_FILE)) {
+        let meta_path = dir.join(META_FILE);
+        let meta_bytes = match read_small(&meta_path) {
+            Ok(bytes) => Some(bytes),
+            // A FIFO or device where meta.json should be: not written by volee; reported, and
+            // left as it is.
+            Err(e)
+                if e.get_ref()
+                    .is_some_and(|e| e.is::<crate::error::NotRegular>()) =>
+            {
+                return Listed {
+                    id,
+                    health: Health::Damaged {
+                        reason: error_text(&io_err("read", &meta_path)(e)),
+                    },
+                    meta: None,
+                }
+            }
+            Err(_) => None,
+        };
+        if let Some(bytes) = meta_bytes {
             if let Ok(meta) = serde_json::from_slice::<SessionMeta>(&bytes) {
                 if meta.schema_version > SCHEMA_VERSION {
                     return Listed {
@@ -221,7 +277,10 @@ impl Store {
                         meta: Some(meta),
                     };
                 }
-                let session_len = fs::metadata(dir.join(SESSION_FILE)).map(|m| m.len()).ok();
+                let session_len = fs::symlink_metadata(dir.join(SESSION_FILE))
+                    .ok()
+                    .filter(|m| m.is_file())
+                    .map(|m| m.len());
                 if session_len == Some(meta.session_json_bytes) && meta.id == id {
                     return Listed {
                         id,
@@ -323,9 +382,7 @@ impl Store {
         )?;
         if tail.file_len > tail.good_len {
             // A torn line after the last checkpoint: a writer was killed mid-append.
-            let f = fs::OpenOptions::new()
-                .write(true)
-                .open(&transcript_path)
+            let f = open_regular(&transcript_path, fs::OpenOptions::new().write(true))
                 .map_err(io_err("open", &transcript_path))?;
             f.set_len(tail.good_len)
                 .and_then(|()| f.sync_all())
@@ -401,7 +458,7 @@ impl Store {
             let dst_t = tmp.join(TRANSCRIPT_FILE);
             let mut out = open_append(&dst_t)?;
             if src.transcript_bytes > 0 {
-                let input = File::open(&src_t).map_err(io_err("read", &src_t))?;
+                let input = open_read(&src_t).map_err(io_err("read", &src_t))?;
                 let copied = std::io::copy(&mut input.take(src.transcript_bytes), &mut out)
                     .map_err(io_err("copy", &src_t))?;
                 if copied != src.transcript_bytes {
@@ -460,13 +517,15 @@ impl Store {
                 ..src.clone()
             };
             write_state_files(&tmp, &state)?;
-            fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600)
-                .open(tmp.join("lock"))
-                .map_err(io_err("create", tmp.join("lock")))?;
+            open_regular(
+                &tmp.join("lock"),
+                fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .mode(0o600),
+            )
+            .map_err(io_err("create", tmp.join("lock")))?;
             fsync_dir(&tmp)?;
             let dir = self.session_dir(&id);
             fs::rename(&tmp, &dir).map_err(io_err("create", &dir))?;
@@ -533,7 +592,11 @@ impl Store {
         let id = self.resolve(id_or_prefix)?;
         let dir = self.session_dir(&id);
         let state = self.load(&id)?;
-        let len = |name| fs::metadata(dir.join(name)).map(|m| m.len()).unwrap_or(0);
+        let len = |name| {
+            fs::symlink_metadata(dir.join(name))
+                .map(|m| m.len())
+                .unwrap_or(0)
+        };
         Ok(SessionInfo {
             meta: state.meta(),
             forked_at_seq: state.forked_at_seq,
@@ -572,8 +635,8 @@ pub struct SessionInfo {
 /// A small file's bytes in as few system calls as possible (listing reads thousands of them):
 /// one `read` when the file fits the buffer. A short read taken for the end can only truncate
 /// the record, which then fails to parse and listing falls back to `session.json`.
-fn read_small(path: &Path) -> Option<Vec<u8>> {
-    let mut file = File::open(path).ok()?;
+fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut file = open_read(path)?;
     let mut bytes = vec![0u8; 8192];
     let mut len = 0;
     loop {
@@ -587,11 +650,11 @@ fn read_small(path: &Path) -> Option<Vec<u8>> {
                 bytes.resize(len * 2, 0);
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
+            Err(e) => return Err(e),
         }
     }
     bytes.truncate(len);
-    Some(bytes)
+    Ok(bytes)
 }
 
 fn error_text(e: &StoreError) -> String {
@@ -605,7 +668,7 @@ fn error_text(e: &StoreError) -> String {
     text
 }
 
-fn parse_state(id: &str, path: &Path, bytes: &[u8]) -> Result<SessionState> {
+pub(crate) fn parse_state(id: &str, path: &Path, bytes: &[u8]) -> Result<SessionState> {
     match serde_json::from_slice::<SessionState>(bytes) {
         Ok(state) if state.schema_version > SCHEMA_VERSION => Err(StoreError::NewerSchema {
             id: id.to_string(),
@@ -663,7 +726,7 @@ fn write_state_files(dir: &Path, state: &SessionState) -> Result<()> {
 
 /// Drop an incomplete last line of an append-only file (the writer was cut off).
 fn cut_incomplete_line(path: &Path) -> Result<()> {
-    let bytes = match fs::read(path) {
+    let bytes = match read_regular(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(io_err("read", path)(e)),
@@ -672,10 +735,7 @@ fn cut_incomplete_line(path: &Path) -> Result<()> {
         return Ok(());
     }
     let keep = memchr::memrchr(b'\n', &bytes).map(|i| i + 1).unwrap_or(0);
-    let f = fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(io_err("open", path))?;
+    let f = open_regular(path, fs::OpenOptions::new().write(true)).map_err(io_err("open", path))?;
     f.set_len(keep as u64)
         .and_then(|()| f.sync_all())
         .map_err(io_err("truncate", path))

@@ -53,3 +53,5 @@ pub fn session_with(store: &Store, project: &Path, n: usize) -> String {
     w.checkpoint().unwrap();
     w.id().to_string()
 }
+#[path = "runner/special_files.rs"]
+mod special_files;

@@ -41,10 +41,72 @@ pub fn plain_text(raw: &str, max_chars: usize) -> String {
     bound(clean.trim(), max_chars)
 }
 
-/// Controls and invisible direction overrides, which could rewrite or reorder what the user sees.
+/// Controls and invisible characters, which could rewrite or reorder what the user sees.
 fn is_hidden(c: char) -> bool {
-    c.is_control() // C0, DEL and C1
-        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    c.is_control() || is_invisible(c) // C0, DEL and C1
+}
+
+/// Characters a terminal shows as nothing that still change the text: bidi marks, embeddings,
+/// overrides and isolates (U+061C, U+200E–200F, U+202A–202E, U+2066–2069), which reorder what
+/// follows them; zero-width spaces and joiners (U+200B–200D), the word joiner and invisible
+/// operators (U+2060–2064), the byte-order mark (U+FEFF), the soft hyphen (U+00AD) and the
+/// Mongolian vowel separator (U+180E), which make two different strings look the same.
+pub fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00ad}'
+            | '\u{061c}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{feff}'
+    )
+}
+
+/// Runs of more spaces than this are shown counted (`␠×N`) by [`literal_text`].
+pub const SPACE_RUN_SHOWN: usize = 3;
+
+/// `raw` shown so that nothing in it hides, for text the user must judge before it runs (a
+/// command, a file's new content): every character is either shown as itself or marked.
+/// Line breaks stay; a tab is `␉`, a carriage return `␍`, other C0 controls their control
+/// picture (`␛` for ESC), DEL `␡`, C1 controls, [`is_invisible`] characters and whitespace other
+/// than the ASCII space `⟨U+XXXX⟩`; a run of more than [`SPACE_RUN_SHOWN`] spaces, and any run
+/// of spaces that ends a line, is `␠×N`. Nothing is dropped, so the same command always
+/// looks the same and a different one looks different (up to a text that spells a marker out).
+pub fn literal_text(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' => {
+                let mut run = 1;
+                while chars.peek() == Some(&' ') {
+                    chars.next();
+                    run += 1;
+                }
+                let ends_line = matches!(chars.peek(), None | Some('\n'));
+                if run > SPACE_RUN_SHOWN || ends_line {
+                    out.push_str(&format!("␠×{run}"));
+                } else {
+                    out.extend(std::iter::repeat_n(' ', run));
+                }
+            }
+            '\n' => out.push('\n'),
+            '\t' => out.push('␉'),
+            '\r' => out.push('␍'),
+            '\u{7f}' => out.push('␡'),
+            c if u32::from(c) < 0x20 => {
+                out.push(char::from_u32(0x2400 + u32::from(c)).unwrap_or('\u{fffd}'))
+            }
+            c if c.is_control() || is_invisible(c) || c.is_whitespace() => {
+                out.push_str(&format!("⟨U+{:04X}⟩", u32::from(c)))
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// At most `max_chars` characters of `text`, the last one `…` when something was cut.
@@ -140,6 +202,40 @@ mod tests {
         assert_eq!(plain_text(raw, 100), "[31mred bell next col2Jevil");
         assert!(!tmux_text(raw, 100).chars().any(char::is_control));
         assert_eq!(plain_text("\n\n  title \n", 100), "title");
+    }
+
+    #[test]
+    fn bidi_and_zero_width_characters_are_stripped() {
+        // U+202E would show "exe.txt" reversed; U+200B and U+FEFF make two names look alike.
+        let raw = "rm\u{200b} -rf\u{feff} /\u{202e}txt.exe\u{2066}\u{2069}\u{200d}\u{2060}\u{ad}";
+        assert_eq!(plain_text(raw, 100), "rm -rf /txt.exe");
+        assert_eq!(tmux_text(raw, 100), "rm -rf /txt.exe");
+        for c in [
+            '\u{200b}', '\u{200c}', '\u{200d}', '\u{200e}', '\u{200f}', '\u{202a}',
+        ] {
+            assert!(is_invisible(c), "{c:?}");
+        }
+        assert!(!is_invisible('a') && !is_invisible(' ') && !is_invisible('é'));
+    }
+
+    #[test]
+    fn literal_text_hides_nothing() {
+        // The attack: a long run of spaces pushes the rest of a command out of sight.
+        let attack = format!("echo harmless{}; touch x", " ".repeat(250));
+        assert_eq!(literal_text(&attack), "echo harmless␠×250; touch x");
+        // Short runs stay, trailing spaces are counted, line breaks stay.
+        assert_eq!(literal_text("a b   c \nd  "), "a b   c␠×1\nd␠×2");
+        // Controls are pictured, invisible characters and odd spaces named.
+        assert_eq!(
+            literal_text("a\tb\r\x1b[2J\u{7f}\u{85}\0"),
+            "a␉b␍␛[2J␡⟨U+0085⟩␀"
+        );
+        assert_eq!(
+            literal_text("ls\u{202e}txt.exe\u{200b}\u{a0}x"),
+            "ls⟨U+202E⟩txt.exe⟨U+200B⟩⟨U+00A0⟩x"
+        );
+        assert!(!literal_text("\u{9b}\x07").chars().any(char::is_control));
+        assert_eq!(literal_text("日本 🦀"), "日本 🦀");
     }
 
     #[test]

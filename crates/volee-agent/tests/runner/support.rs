@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 
 use serde_json::Value;
-use volee_agent::{create_session, Agent, AgentOptions, Approval, NoReporter, Ui};
+use volee_agent::{create_session, Agent, AgentOptions, Approval, NoReporter, Question, Ui};
 use volee_ollama::{OllamaClient, OllamaConfig};
 use volee_sandbox::{Leftovers, Sandbox, SandboxConfig};
 use volee_store::Store;
@@ -16,7 +16,7 @@ use volee_test_support::ollama_server::{OllamaServer, OllamaTurn};
 #[derive(Default)]
 pub struct ScriptedUi {
     pub approvals: VecDeque<Approval>,
-    /// Every approval question: (tool, description).
+    /// Every approval question: (tool, the whole question as text).
     pub asked: Vec<(String, String)>,
     pub text: String,
     pub notices: Vec<String>,
@@ -43,8 +43,8 @@ impl Ui for ScriptedUi {
     fn notice(&mut self, text: &str) {
         self.notices.push(text.to_string());
     }
-    fn approve(&mut self, tool: &str, description: &str) -> Approval {
-        self.asked.push((tool.into(), description.into()));
+    fn approve(&mut self, question: &Question) -> Approval {
+        self.asked.push((question.tool.clone(), question.whole()));
         self.approvals.pop_front().unwrap_or(Approval::Deny)
     }
 }
