@@ -16,11 +16,37 @@ use crate::error::{CliError, CliResult, Exit};
 /// How long a pane waits for the daemon to hand over the environment.
 const HANDOVER_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Read the handover file only if it is the user's own private regular file (no symlink): its
+/// environment is exec'd with, so a planted one could run anything.
+fn read_private(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.uid() != nix::unistd::getuid().as_raw() || meta.mode() & 0o077 != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a private file of yours (uid {}, mode {:o}); refusing it",
+                path.display(),
+                meta.uid(),
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 pub fn run(env_file: &Path, command: &[OsString]) -> CliResult {
     let deadline = Instant::now() + HANDOVER_TIMEOUT;
     let bytes =
         loop {
-            match std::fs::read(env_file) {
+            match read_private(env_file) {
                 Ok(bytes) => break bytes,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(3));
