@@ -206,4 +206,54 @@ mod tests {
             Loaded::Missing
         ));
     }
+
+    /// The pid of a process that has exited (and been reaped).
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    fn stale_temp_files_of_dead_writers_go_and_others_stay() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let dead = dead_pid();
+        let mut live = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let stale = dir.join(format!(".agents.json.tmp.{dead}"));
+        let in_use = dir.join(format!(".agents.json.tmp.{}", live.id()));
+        let link = dir.join(format!(".x.json.tmp.{dead}"));
+        let subdir = dir.join(format!(".d.tmp.{dead}"));
+        let unrelated = dir.join("agents.json.tmp.notapid");
+        fs::write(&stale, "half a registry").unwrap();
+        fs::write(&in_use, "being written").unwrap();
+        fs::write(&unrelated, "x").unwrap();
+        let target = dir.join("target");
+        fs::write(&target, "keep").unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        fs::create_dir(&subdir).unwrap();
+        let removed = remove_stale_temp_files(dir);
+        let _ = live.kill();
+        let _ = live.wait();
+        assert_eq!(removed, vec![stale.clone()]);
+        assert!(!stale.exists());
+        assert!(in_use.exists(), "a live writer's temp file was removed");
+        assert!(fs::symlink_metadata(&link).is_ok(), "a symlink was removed");
+        assert!(subdir.is_dir());
+        assert!(unrelated.exists());
+        assert_eq!(fs::read_to_string(&target).unwrap(), "keep");
+    }
+
+    #[test]
+    fn temp_file_names_parse() {
+        assert_eq!(temp_file_pid(".agents.json.tmp.123"), Some(123));
+        assert_eq!(temp_file_pid(".tmp.123"), None);
+        assert_eq!(temp_file_pid("agents.json.tmp.123"), None);
+        assert_eq!(temp_file_pid(".agents.json.tmp."), None);
+        assert_eq!(temp_file_pid(".agents.json.tmp.12a"), None);
+    }
 }
