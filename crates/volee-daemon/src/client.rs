@@ -64,7 +64,7 @@ pub struct Client {
 
 /// What one read gave.
 enum Line {
-    Response(Response),
+    Response(Box<Response>),
     KeepAlive,
     /// Nothing yet, but the daemon has not been silent for `SILENCE_LIMIT`.
     Timeout,
@@ -148,7 +148,7 @@ impl Client {
     pub fn next_response(&mut self) -> Result<Response, ClientError> {
         loop {
             if let Line::Response(resp) = self.next_line_within(SILENCE_LIMIT)? {
-                return Ok(resp);
+                return Ok(*resp);
             }
         }
     }
@@ -166,7 +166,7 @@ impl Client {
                 return Ok(None);
             }
             if let Line::Response(resp) = self.next_line_within(left)? {
-                return Ok(Some(resp));
+                return Ok(Some(*resp));
             }
         }
     }
@@ -200,7 +200,7 @@ impl Client {
         let line = std::mem::take(&mut self.pending);
         match serde_json::from_slice(&line) {
             Ok(Response::KeepAlive) => Ok(Line::KeepAlive),
-            Ok(resp) => Ok(Line::Response(resp)),
+            Ok(resp) => Ok(Line::Response(Box::new(resp))),
             Err(e) => Err(ClientError::Protocol(e.to_string())),
         }
     }
@@ -480,6 +480,7 @@ while True:
         );
         let Some(mut fake) = fake_daemon(&paths.socket()) else {
             let _ = victim.kill();
+            let _ = victim.wait();
             return;
         };
         let mut client = Client::connect(&paths).unwrap();
