@@ -59,7 +59,7 @@ fn system_python() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// As `user`: make `dir` (mode `mode`) and listen on `dir/daemon.sock`, appending whatever any
+/// As `user`: make `dir` (mode 0755) and listen on `dir/daemon.sock`, appending whatever any
 /// client sends to `record`. Returns once it listens.
 fn plant_fake_daemon(user: &TempUser, python: &Path, dir: &Path, record: &Path) -> Killed {
     let script = r#"

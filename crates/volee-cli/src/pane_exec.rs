@@ -91,3 +91,43 @@ pub fn run(env_file: &Path, command: &[OsString]) -> CliResult {
     eprintln!("volee: cannot run {}: {err}", program.to_string_lossy());
     std::process::exit(code);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn write_mode(path: &Path, mode: u32) {
+        std::fs::write(path, b"/\0LD_PRELOAD=/tmp/evil.so\0").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn only_a_private_env_file_of_our_own_is_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let own = tmp.path().join("own.env");
+        write_mode(&own, 0o600);
+        assert!(read_private(&own).is_ok());
+
+        let wide = tmp.path().join("wide.env");
+        write_mode(&wide, 0o644);
+        assert!(read_private(&wide).is_err(), "a 0644 env file was read");
+
+        let link = tmp.path().join("link.env");
+        std::os::unix::fs::symlink(&own, &link).unwrap();
+        assert!(
+            read_private(&link).is_err(),
+            "a symlinked env file was read"
+        );
+
+        if volee_test_support::require_root("an env file owned by another user") {
+            let theirs = tmp.path().join("theirs.env");
+            write_mode(&theirs, 0o600);
+            std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+            assert!(
+                read_private(&theirs).is_err(),
+                "another user's env file was read"
+            );
+        }
+    }
+}
