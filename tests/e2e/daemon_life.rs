@@ -170,6 +170,21 @@ fn a_stopped_daemon_is_a_clear_error_not_a_hang() {
     env.wait_state(&id, "idle", 8);
     let pid = env.daemon_pid().unwrap();
 
+    // A live daemon's keep-alives carry a quiet watch past the client's 5 s silence limit.
+    let started = Instant::now();
+    let out = crate::output_within(
+        env.volee(["wait", &id, "--until", "done", "--timeout", "7"]),
+        Duration::from_secs(20),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a quiet wait timed out: {stderr}"
+    );
+    assert!(stderr.contains("timed out waiting"), "{stderr}");
+    assert!(started.elapsed() >= Duration::from_secs(7));
+
     // A `volee wait` already following the agent notices the missing keep-alives.
     let mut wait = env.volee(["wait", &id, "--until", "done"]);
     wait.stdout(std::process::Stdio::piped())
