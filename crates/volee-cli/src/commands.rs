@@ -576,14 +576,7 @@ pub fn status(format: StatusFormat) -> CliResult {
 
 pub fn daemon(foreground: bool) -> CliResult {
     let paths = paths();
-    paths.ensure().map_err(|e| {
-        let err = CliError::from_error(Exit::Environment, &e);
-        if e.is_untrusted() {
-            err.hint(crate::error::untrusted_path_hint(&e))
-        } else {
-            err
-        }
-    })?;
+    paths.ensure().map_err(|e| crate::error::path_error(&e))?;
     let config =
         Config::load(&paths.config_file()).map_err(|e| CliError::from_error(Exit::User, &e))?;
     let log = volee_daemon::logging::RotatingLog::open(paths.log_file(), config.log_max_bytes)

@@ -128,6 +128,16 @@ impl From<volee_daemon::ClientError> for CliError {
     }
 }
 
+/// A directory or file volee will not use (exit 3, with what to do), or could not create.
+pub fn path_error(e: &volee_daemon::paths::PathError) -> CliError {
+    let err = CliError::from_error(Exit::Environment, e);
+    if e.is_untrusted() {
+        err.hint(untrusted_path_hint(e))
+    } else {
+        err
+    }
+}
+
 /// What to do about a directory, socket or file someone else could have planted.
 pub fn untrusted_path_hint(e: &volee_daemon::paths::PathError) -> String {
     use volee_daemon::paths::PathError;
