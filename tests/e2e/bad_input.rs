@@ -144,6 +144,8 @@ fn files_and_socket_are_private() {
     };
     assert_eq!(mode("run"), 0o700);
     assert_eq!(mode("run/daemon.sock"), 0o600);
+    assert_eq!(mode("run/daemon.lock"), 0o600);
+    assert_eq!(mode("run/daemon.pid"), 0o600);
     assert_eq!(mode("state"), 0o700);
     assert_eq!(mode("state/agents.json"), 0o600);
     assert_eq!(mode("state/volee.log"), 0o600);

@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -260,4 +260,127 @@ fn a_launch_the_daemon_never_finished_fails_at_once() {
     );
     assert!(started.elapsed() < Duration::from_secs(10));
     assert_eq!(env.agent(&id)["state"], "failed");
+
+/// Sends SIGCONT to a stopped daemon on drop, so a failing test does not leave it stopped.
+struct Continue(i32);
+
+impl Drop for Continue {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.0), Signal::SIGCONT);
+    }
+}
+
+#[test]
+fn a_stopped_daemon_is_a_clear_error_not_a_hang() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let id = launch_sh(&env, "sleeper", "exec sleep 60");
+    env.wait_state(&id, "idle", 8);
+    let pid = env.daemon_pid().unwrap();
+
+    // A live daemon's keep-alives carry a quiet watch past the client's 5 s silence limit.
+    let started = Instant::now();
+    let out = crate::output_within(
+        env.volee(["wait", &id, "--until", "done", "--timeout", "7"]),
+        Duration::from_secs(20),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a quiet wait timed out: {stderr}"
+    );
+    assert!(stderr.contains("timed out waiting"), "{stderr}");
+    assert!(started.elapsed() >= Duration::from_secs(7));
+
+    // A `volee wait` already following the agent notices the missing keep-alives.
+    let mut wait = env.volee(["wait", &id, "--until", "done"]);
+    wait.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let waiting = wait.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    kill(Pid::from_raw(pid), Signal::SIGSTOP).unwrap();
+    let _cont = Continue(pid);
+    let stopped_at = Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(waiting.wait_with_output());
+    });
+    let out = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("volee wait did not give up on a stopped daemon")
+        .unwrap();
+    let took = stopped_at.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(took < Duration::from_secs(9), "wait gave up after {took:?}");
+    assert!(
+        stderr.contains(&format!("the volee daemon (pid {pid}) stopped answering")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "hint: if it was stopped (Ctrl-Z, SIGSTOP), resume it: kill -CONT {pid}"
+        )),
+        "{stderr}"
+    );
+
+    // A request/response command gives up within the connect and answer limits (2 s + 5 s).
+    let started = Instant::now();
+    let out = crate::output_within(env.volee(["ls"]), Duration::from_secs(20));
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(took < Duration::from_secs(8), "ls gave up after {took:?}");
+    assert!(stderr.contains("stopped answering"), "{stderr}");
+    assert!(stderr.contains(&format!("kill -CONT {pid}")), "{stderr}");
+    // It was not replaced behind the user's back: the same daemon, still there.
+    assert_eq!(env.daemon_pid(), Some(pid));
+
+    // Once continued, it answers again.
+    kill(Pid::from_raw(pid), Signal::SIGCONT).unwrap();
+    assert_eq!(env.agent(&id)["state"], "idle");
+}
+
+/// The pid of a process that has exited (and been reaped).
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+#[test]
+fn a_killed_save_leaves_no_temp_file_and_the_lock_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    env.ok(["ls"]);
+    kill9(env.daemon_pid().unwrap());
+    let state = env.volee_home().join("state");
+    let stale = state.join(format!(".agents.json.tmp.{}", dead_pid()));
+    let mut writer = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let in_use = state.join(format!(".agents.json.tmp.{}", writer.id()));
+    std::fs::write(&stale, "{\"format\": 1, \"agen").unwrap();
+    std::fs::write(&in_use, "{}").unwrap();
+    // An older daemon's lock file (0644).
+    let lock = env.volee_home().join("run/daemon.lock");
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    env.ok(["ls"]);
+    let in_use_stays = in_use.exists();
+    let _ = writer.kill();
+    let _ = writer.wait();
+    assert!(
+        !stale.exists(),
+        "the dead writer's temp file is still there"
+    );
+    assert!(in_use_stays, "a live writer's temp file was removed");
+    let mode = std::fs::metadata(&lock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "daemon.lock is {mode:o}");
 }

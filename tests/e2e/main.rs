@@ -10,6 +10,7 @@ mod hooks;
 mod mcp;
 mod notify;
 mod own_agent;
+mod planted;
 mod states;
 mod tmux_front;
 mod worktree;
@@ -42,6 +43,35 @@ pub fn setup_in(parent: &std::path::Path) -> Option<(MutexGuard<'static, ()>, Te
     let env = TestEnv::new_in(env!("CARGO_BIN_EXE_volee"), parent);
     env.start_tmux();
     Some((guard, env))
+}
+
+/// Run `cmd` and collect its output, killing it (and failing the test) if it has not ended
+/// within `limit`: a volee command must never hang.
+pub fn output_within(
+    mut cmd: std::process::Command,
+    limit: std::time::Duration,
+) -> std::process::Output {
+    use std::process::Stdio;
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            panic!("{cmd:?} did not end within {limit:?}");
+        }
+    }
 }
 
 /// `volee launch --host tmux:main --name NAME -- sh -c SCRIPT`, returning the id.

@@ -576,9 +576,7 @@ pub fn status(format: StatusFormat) -> CliResult {
 
 pub fn daemon(foreground: bool) -> CliResult {
     let paths = paths();
-    paths
-        .ensure()
-        .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
+    paths.ensure().map_err(|e| crate::error::path_error(&e))?;
     let config =
         Config::load(&paths.config_file()).map_err(|e| CliError::from_error(Exit::User, &e))?;
     let log = volee_daemon::logging::RotatingLog::open(paths.log_file(), config.log_max_bytes)
@@ -617,6 +615,10 @@ pub fn daemon(foreground: bool) -> CliResult {
             volee_daemon::daemon::DaemonError::AlreadyRunning { .. } => {
                 CliError::from_error(Exit::User, &e).hint("stop it with: volee daemon stop")
             }
+            volee_daemon::daemon::DaemonError::Paths(ref p) if p.is_untrusted() => {
+                CliError::from_error(Exit::Environment, &e)
+                    .hint(crate::error::untrusted_path_hint(p))
+            }
             other => CliError::from_error(Exit::Internal, &other),
         })
 }
@@ -628,6 +630,10 @@ pub fn daemon_stop() -> CliResult {
             volee_daemon::client::stop_daemon(&paths, &mut client, None);
             out("daemon stopped");
         }
+        Err(
+            e @ (volee_daemon::ClientError::Untrusted(_)
+            | volee_daemon::ClientError::ForeignDaemon { .. }),
+        ) => return Err(e.into()),
         Err(_) => out("no daemon running"),
     }
     Ok(())

@@ -100,8 +100,58 @@ impl CliError {
 
 impl From<volee_daemon::ClientError> for CliError {
     fn from(e: volee_daemon::ClientError) -> CliError {
-        CliError::from_error(Exit::Internal, &e)
-            .hint("check the daemon log (volee.log in the state directory), or restart it: volee daemon stop")
+        use volee_daemon::ClientError;
+        match &e {
+            ClientError::Dirs(p) | ClientError::Untrusted(p) if p.is_untrusted() => {
+                CliError::from_error(Exit::Environment, &e).hint(untrusted_path_hint(p))
+            }
+            ClientError::Dirs(_) => CliError::from_error(Exit::Environment, &e),
+            ClientError::ForeignDaemon { path, .. } => {
+                CliError::from_error(Exit::Environment, &e).hint(format!(
+                    "volee talks only to a daemon of your own: set XDG_RUNTIME_DIR to a private directory of yours, or remove {path}"
+                ))
+            }
+            // Exit 3: the daemon volee depends on is in a state outside this command (stopped by
+            // a signal or a debugger), like a missing tmux server.
+            ClientError::NotAnswering { pid, .. } => {
+                let err = CliError::from_error(Exit::Environment, &e);
+                match pid {
+                    Some(pid) => err
+                        .hint(format!("if it was stopped (Ctrl-Z, SIGSTOP), resume it: kill -CONT {pid}"))
+                        .hint("or restart it: volee daemon stop (the next command starts a new one)"),
+                    None => err.hint("restart it: volee daemon stop (the next command starts a new one)"),
+                }
+            }
+            _ => CliError::from_error(Exit::Internal, &e)
+                .hint("check the daemon log (volee.log in the state directory), or restart it: volee daemon stop"),
+        }
+    }
+}
+
+/// A directory or file volee will not use (exit 3, with what to do), or could not create.
+pub fn path_error(e: &volee_daemon::paths::PathError) -> CliError {
+    let err = CliError::from_error(Exit::Environment, e);
+    if e.is_untrusted() {
+        err.hint(untrusted_path_hint(e))
+    } else {
+        err
+    }
+}
+
+/// What to do about a directory, socket or file someone else could have planted.
+pub fn untrusted_path_hint(e: &volee_daemon::paths::PathError) -> String {
+    use volee_daemon::paths::PathError;
+    let path = e.path().display();
+    let what = match e {
+        PathError::ForeignOwner { owner, .. } => format!("{path} (owned by uid {owner})"),
+        _ => path.to_string(),
+    };
+    if std::env::var_os("XDG_RUNTIME_DIR").is_some_and(|v| !v.is_empty())
+        || std::env::var_os("VOLEE_HOME").is_some_and(|v| !v.is_empty())
+    {
+        format!("volee uses only what you own: remove {what}, or point VOLEE_HOME / the XDG_* variables at a private directory of yours")
+    } else {
+        format!("set XDG_RUNTIME_DIR to a private directory of yours (e.g. /run/user/$(id -u)), or remove {what}")
     }
 }
 

@@ -2,7 +2,6 @@
 //! `volee hook`, `volee profiles`, `volee send`.
 
 use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -139,7 +138,7 @@ fn claude_settings_file(volee_bin: &str) -> CliResult<PathBuf> {
     let settings = volee_harness::instrument::hooks_settings("claude", volee_bin);
     let dir = paths().runtime_dir.join("harness");
     let path = dir.join("claude-settings.json");
-    write_private_json(&dir, &path, &settings)?;
+    write_private_json(&paths(), &dir, &path, &settings)?;
     Ok(path)
 }
 
@@ -188,7 +187,7 @@ fn system_defaults_file(
     if let Some(extra) = extra {
         volee_harness::instrument::merge_json(&mut settings, extra);
     }
-    write_private_json(&dir, &ours, &settings)?;
+    write_private_json(&paths(), &dir, &ours, &settings)?;
     Ok(ours)
 }
 
@@ -201,9 +200,16 @@ fn root_owned_chain(path: &Path) -> bool {
     })
 }
 
-fn write_private_json(dir: &Path, path: &Path, value: &serde_json::Value) -> CliResult {
-    volee_daemon::paths::ensure_private_dir(dir)
-        .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
+/// Write `value` to `path` in `dir`, a directory under volee's own: those are checked first, so
+/// nothing is written into a runtime dir someone else planted (a harness would run its hooks).
+fn write_private_json(
+    paths: &volee_daemon::Paths,
+    dir: &Path,
+    path: &Path,
+    value: &serde_json::Value,
+) -> CliResult {
+    paths.ensure().map_err(|e| crate::error::path_error(&e))?;
+    volee_daemon::paths::ensure_private_dir(dir).map_err(|e| crate::error::path_error(&e))?;
     let bytes =
         serde_json::to_vec_pretty(value).map_err(|e| CliError::from_error(Exit::Internal, &e))?;
     volee_daemon::persist::write_atomic(path, &bytes)
@@ -309,7 +315,7 @@ pub fn launch_line(profile: &Profile, opts: &LaunchOptions) -> CliResult<Harness
                 Some((name, json)) => {
                     let dir = paths().runtime_dir.join("harness");
                     let path = dir.join(name);
-                    write_private_json(&dir, &path, &json)?;
+                    write_private_json(&paths(), &dir, &path, &json)?;
                     Some(path.display().to_string())
                 }
                 None => None,
@@ -564,15 +570,21 @@ pub fn hook(harness: &str, event: &str) -> CliResult {
         })
         .is_some();
     if !delivered {
-        spool(&paths.hook_spool(), &ev);
+        spool(&paths, &paths.hook_spool(), &ev);
     }
     Ok(())
 }
 
 /// Append one event to the spool the next daemon replays (0600, bounded to 8 MiB).
-fn spool(path: &Path, ev: &HookEvent) {
+fn spool(paths: &volee_daemon::Paths, path: &Path, ev: &HookEvent) {
+    // Only into volee's own directories (a hook must not write where someone else reads).
+    if paths.ensure().is_err() {
+        return;
+    }
     if let Some(dir) = path.parent() {
-        let _ = volee_daemon::paths::ensure_private_dir(dir);
+        if volee_daemon::paths::ensure_private_dir(dir).is_err() {
+            return;
+        }
     }
     if std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) > 8 * 1024 * 1024 {
         return;
@@ -581,12 +593,9 @@ fn spool(path: &Path, ev: &HookEvent) {
         return;
     };
     line.push(b'\n');
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
-    {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).append(true);
+    if let Ok(mut f) = volee_daemon::paths::open_private(path, opts) {
         let _ = f.write_all(&line);
     }
 }
@@ -721,5 +730,53 @@ pub fn confirm_reaction(before: volee_protocol::AgentView, wait: Duration) -> Cl
             Some(other) => return Err(CliError::from_response(other)),
             None => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod private_file_tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn no_harness_file_is_written_into_a_planted_runtime_dir() {
+        if !volee_test_support::require_root("a runtime dir owned by another user") {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let paths = volee_daemon::Paths {
+            config_dir: tmp.path().join("config"),
+            data_dir: tmp.path().join("data"),
+            state_dir: tmp.path().join("state"),
+            runtime_dir: tmp.path().join("volee-0"),
+        };
+        std::fs::create_dir(&paths.runtime_dir).unwrap();
+        std::fs::set_permissions(&paths.runtime_dir, std::fs::Permissions::from_mode(0o777))
+            .unwrap();
+        std::os::unix::fs::chown(&paths.runtime_dir, Some(65534), Some(65534)).unwrap();
+        let dir = paths.runtime_dir.join("harness");
+        let file = dir.join("claude-settings.json");
+        let err =
+            write_private_json(&paths, &dir, &file, &serde_json::json!({"hooks": {}})).unwrap_err();
+        assert_eq!(err.exit, Exit::Environment);
+        assert!(err.message.contains("owned by uid 65534"), "{err:?}");
+        assert!(!err.hints.is_empty());
+        assert!(
+            !dir.exists(),
+            "a directory was made in the planted runtime dir"
+        );
+
+        // Our own runtime dir: written, 0600.
+        let own = volee_daemon::Paths {
+            runtime_dir: tmp.path().join("run"),
+            ..paths
+        };
+        let dir = own.runtime_dir.join("harness");
+        let file = dir.join("claude-settings.json");
+        write_private_json(&own, &dir, &file, &serde_json::json!({})).unwrap();
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
 }

@@ -16,11 +16,37 @@ use crate::error::{CliError, CliResult, Exit};
 /// How long a pane waits for the daemon to hand over the environment.
 const HANDOVER_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Read the handover file only if it is the user's own private regular file (no symlink): its
+/// environment is exec'd with, so a planted one could run anything.
+fn read_private(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.uid() != nix::unistd::getuid().as_raw() || meta.mode() & 0o077 != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a private file of yours (uid {}, mode {:o}); refusing it",
+                path.display(),
+                meta.uid(),
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 pub fn run(env_file: &Path, command: &[OsString]) -> CliResult {
     let deadline = Instant::now() + HANDOVER_TIMEOUT;
     let bytes =
         loop {
-            match std::fs::read(env_file) {
+            match read_private(env_file) {
                 Ok(bytes) => break bytes,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(3));
@@ -70,4 +96,44 @@ pub fn run(env_file: &Path, command: &[OsString]) -> CliResult {
     };
     eprintln!("volee: cannot run {}: {err}", program.to_string_lossy());
     std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn write_mode(path: &Path, mode: u32) {
+        std::fs::write(path, b"/\0LD_PRELOAD=/tmp/evil.so\0").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn only_a_private_env_file_of_our_own_is_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let own = tmp.path().join("own.env");
+        write_mode(&own, 0o600);
+        assert!(read_private(&own).is_ok());
+
+        let wide = tmp.path().join("wide.env");
+        write_mode(&wide, 0o644);
+        assert!(read_private(&wide).is_err(), "a 0644 env file was read");
+
+        let link = tmp.path().join("link.env");
+        std::os::unix::fs::symlink(&own, &link).unwrap();
+        assert!(
+            read_private(&link).is_err(),
+            "a symlinked env file was read"
+        );
+
+        if volee_test_support::require_root("an env file owned by another user") {
+            let theirs = tmp.path().join("theirs.env");
+            write_mode(&theirs, 0o600);
+            std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+            assert!(
+                read_private(&theirs).is_err(),
+                "another user's env file was read"
+            );
+        }
+    }
 }

@@ -42,6 +42,9 @@ pub enum DaemonError {
     },
     #[error("the generic profile's rules do not load")]
     Rules(#[source] volee_harness::RulesError),
+    /// The runtime (or state) directory, or a file in it, is not the user's own.
+    #[error("volee's directories are not safe to use")]
+    Paths(#[source] crate::paths::PathError),
 }
 
 /// Name of the subscription that reports pane deaths (tmux 3.3a has no exit notification).
@@ -113,13 +116,11 @@ pub async fn run(paths: Paths, config: Config) -> Result<(), DaemonError> {
         let path = path.to_path_buf();
         move |source| DaemonError::Setup { path, source }
     };
-    paths.ensure().map_err(setup(&paths.runtime_dir))?;
-    let lock_file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(paths.lock_file())
-        .map_err(setup(&paths.lock_file()))?;
+    paths.ensure().map_err(DaemonError::Paths)?;
+    let mut lock_opts = std::fs::OpenOptions::new();
+    lock_opts.create(true).truncate(false).write(true);
+    let lock_file =
+        crate::paths::open_private(&paths.lock_file(), lock_opts).map_err(DaemonError::Paths)?;
     let _lock =
         match nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
             Ok(lock) => lock,
@@ -131,6 +132,12 @@ pub async fn run(paths: Paths, config: Config) -> Result<(), DaemonError> {
                 })
             }
         };
+    // We hold the lock, so a temp file of a save whose writer is gone (killed mid-save) is stale.
+    for dir in [&paths.state_dir, &paths.runtime_dir] {
+        for path in persist::remove_stale_temp_files(dir) {
+            tracing::info!("removed {}, left by a killed save", path.display());
+        }
+    }
     // We hold the lock, so any socket file left behind is stale.
     let socket = paths.socket();
     let _ = std::fs::remove_file(&socket);
@@ -214,24 +221,46 @@ async fn serve_client(stream: UnixStream, tx: mpsc::UnboundedSender<Msg>) {
                 continue;
             }
         };
+        // A waiting client hears from us every KEEPALIVE_SECS, so it can tell a slow answer from
+        // a stopped daemon.
+        let every = Duration::from_secs(volee_protocol::KEEPALIVE_SECS);
+        let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         if let Request::Watch { id } = request {
             let (wtx, mut wrx) = mpsc::unbounded_channel();
             if tx.send(Msg::Watch(id, wtx)).is_err() {
                 return;
             }
-            while let Some(resp) = wrx.recv().await {
+            loop {
+                let resp = tokio::select! {
+                    resp = wrx.recv() => match resp {
+                        Some(resp) => resp,
+                        None => return,
+                    },
+                    _ = keepalive.tick() => Response::KeepAlive,
+                };
                 if write_response(&mut write, &resp).await.is_err() {
                     return;
                 }
             }
-            return;
         }
         let shutdown = matches!(request, Request::Shutdown);
-        let (rtx, rrx) = oneshot::channel();
+        let (rtx, mut rrx) = oneshot::channel();
         if tx.send(Msg::Request(Box::new(request), rtx)).is_err() {
             return;
         }
-        let Ok(resp) = rrx.await else { return };
+        let resp = loop {
+            tokio::select! {
+                resp = &mut rrx => match resp {
+                    Ok(resp) => break resp,
+                    Err(_) => return,
+                },
+                _ = keepalive.tick() => {
+                    if write_response(&mut write, &Response::KeepAlive).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        };
         if write_response(&mut write, &resp).await.is_err() {
             return;
         }

@@ -2,7 +2,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -36,11 +35,10 @@ impl RotatingLog {
 
 impl Inner {
     fn reopen(&mut self) -> io::Result<()> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&self.path)?;
+        // The user's own 0600 file only: a log predating that (or a symlink) is not written to.
+        let mut opts = OpenOptions::new();
+        opts.create(true).append(true);
+        let file = crate::paths::open_private(&self.path, opts).map_err(io::Error::other)?;
         self.written = file.metadata()?.len();
         self.file = Some(file);
         if self.written >= self.max_bytes {
@@ -54,13 +52,9 @@ impl Inner {
         let mut old = self.path.clone().into_os_string();
         old.push(".1");
         std::fs::rename(&self.path, old)?;
-        self.file = Some(
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .open(&self.path)?,
-        );
+        let mut opts = OpenOptions::new();
+        opts.create(true).append(true);
+        self.file = Some(crate::paths::open_private(&self.path, opts).map_err(io::Error::other)?);
         self.written = 0;
         Ok(())
     }

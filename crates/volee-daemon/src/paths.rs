@@ -5,7 +5,7 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// volee's directories.
@@ -78,12 +78,15 @@ impl Paths {
         self.config_dir.join("config.toml")
     }
 
-    /// Create every directory volee writes to, private to the user.
-    pub fn ensure(&self) -> io::Result<()> {
+    /// Create every directory volee writes to, private to the user. A directory that exists but
+    /// belongs to someone else, or a symlink in place of a runtime directory, is refused.
+    pub fn ensure(&self) -> Result<(), PathError> {
+        // Config, data and state live in the user's home, where a symlink to the user's own
+        // directory (a dotfiles manager) is normal; the runtime dir may sit in a shared /tmp.
+        for dir in [&self.config_dir, &self.data_dir, &self.state_dir] {
+            ensure_private_dir_in(dir, Links::OwnedOnly)?;
+        }
         for dir in [
-            &self.config_dir,
-            &self.data_dir,
-            &self.state_dir,
             &self.runtime_dir,
             &self.launch_dir(),
             &self.state_dir.join("spool"),
@@ -94,17 +97,185 @@ impl Paths {
     }
 }
 
-/// Create `dir` (and parents) with mode 0700, and tighten it if it already exists with a wider mode.
-pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    let meta = fs::metadata(dir)?;
+/// A path volee will not use, or could not create.
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    #[error("{} is owned by uid {owner}, not by you (uid {me})", path.display())]
+    ForeignOwner { path: PathBuf, owner: u32, me: u32 },
+    #[error("{} is a symbolic link, which volee does not follow there", path.display())]
+    Symlink { path: PathBuf },
+    #[error("{} is not a {expected}", path.display())]
+    WrongType {
+        path: PathBuf,
+        expected: &'static str,
+    },
+    #[error("could not set up {}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl PathError {
+    /// The path in question.
+    pub fn path(&self) -> &Path {
+        match self {
+            PathError::ForeignOwner { path, .. }
+            | PathError::Symlink { path }
+            | PathError::WrongType { path, .. }
+            | PathError::Io { path, .. } => path,
+        }
+    }
+
+    /// Is this a path someone else could have planted (rather than a plain I/O failure)?
+    pub fn is_untrusted(&self) -> bool {
+        !matches!(self, PathError::Io { .. })
+    }
+
+    fn io(path: &Path) -> impl FnOnce(io::Error) -> PathError + '_ {
+        move |source| PathError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Whether a symlink may stand in place of a directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Links {
+    Never,
+    /// A link the user owns, to a directory the user owns.
+    OwnedOnly,
+}
+
+fn my_uid() -> u32 {
+    nix::unistd::getuid().as_raw()
+}
+
+/// Create `dir` (and parents) with mode 0700. An existing one must be a real directory (no
+/// symlink) owned by the user; if it is, a wider mode is tightened to 0700.
+pub fn ensure_private_dir(dir: &Path) -> Result<(), PathError> {
+    ensure_private_dir_in(dir, Links::Never)
+}
+
+fn ensure_private_dir_in(dir: &Path, links: Links) -> Result<(), PathError> {
+    let me = my_uid();
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(PathError::io(parent))?;
+    }
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(PathError::io(dir)(e)),
+    }
+    let meta = fs::symlink_metadata(dir).map_err(PathError::io(dir))?;
+    let meta = if meta.file_type().is_symlink() {
+        if links == Links::Never || meta.uid() != me {
+            return Err(PathError::Symlink {
+                path: dir.to_path_buf(),
+            });
+        }
+        fs::metadata(dir).map_err(PathError::io(dir))?
+    } else {
+        meta
+    };
+    if !meta.is_dir() {
+        return Err(PathError::WrongType {
+            path: dir.to_path_buf(),
+            expected: "directory",
+        });
+    }
+    if meta.uid() != me {
+        return Err(PathError::ForeignOwner {
+            path: dir.to_path_buf(),
+            owner: meta.uid(),
+            me,
+        });
+    }
     if meta.permissions().mode() & 0o077 != 0 {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(PathError::io(dir))?;
     }
     Ok(())
+}
+
+/// Open `path` with `opts` as a 0600 file of the user's own: no symlink followed, an existing file
+/// of another owner (or not a regular file) refused, a wider mode tightened (daemon.lock was 0644
+/// once, and a log file may predate volee's 0600).
+pub fn open_private(path: &Path, mut opts: fs::OpenOptions) -> Result<fs::File, PathError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = opts
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                PathError::Symlink {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                PathError::io(path)(e)
+            }
+        })?;
+    let meta = file.metadata().map_err(PathError::io(path))?;
+    if !meta.is_file() {
+        return Err(PathError::WrongType {
+            path: path.to_path_buf(),
+            expected: "regular file",
+        });
+    }
+    let me = my_uid();
+    if meta.uid() != me {
+        return Err(PathError::ForeignOwner {
+            path: path.to_path_buf(),
+            owner: meta.uid(),
+            me,
+        });
+    }
+    if meta.mode() & 0o077 != 0 {
+        file.set_permissions(fs::Permissions::from_mode(0o600))
+            .map_err(PathError::io(path))?;
+    }
+    Ok(file)
+}
+
+/// Check that `path`, if it exists, is the user's own `expected` kind of file and no symlink:
+/// `Ok(false)` when it does not exist.
+pub fn check_own_file(
+    path: &Path,
+    expected: &'static str,
+    is_kind: impl Fn(&fs::FileType) -> bool,
+) -> Result<bool, PathError> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(PathError::io(path)(e)),
+    };
+    let kind = meta.file_type();
+    if kind.is_symlink() {
+        return Err(PathError::Symlink {
+            path: path.to_path_buf(),
+        });
+    }
+    if !is_kind(&kind) {
+        return Err(PathError::WrongType {
+            path: path.to_path_buf(),
+            expected,
+        });
+    }
+    let me = my_uid();
+    if meta.uid() != me {
+        return Err(PathError::ForeignOwner {
+            path: path.to_path_buf(),
+            owner: meta.uid(),
+            me,
+        });
+    }
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -151,5 +322,127 @@ mod tests {
             fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
             0o700
         );
+    }
+
+    #[test]
+    fn a_symlink_in_place_of_the_runtime_dir_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        fs::create_dir(&real).unwrap();
+        fs::set_permissions(&real, fs::Permissions::from_mode(0o755)).unwrap();
+        let link = tmp.path().join("volee-0");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let err = ensure_private_dir(&link).unwrap_err();
+        assert!(matches!(err, PathError::Symlink { .. }), "{err:?}");
+        assert!(err.is_untrusted());
+        // Refused, not touched: the target keeps its mode.
+        assert_eq!(
+            fs::metadata(&real).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
+    }
+
+    #[test]
+    fn a_file_in_place_of_a_dir_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("run");
+        fs::write(&file, "x").unwrap();
+        let err = ensure_private_dir(&file).unwrap_err();
+        assert!(matches!(err, PathError::WrongType { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_home_dir_may_be_the_users_own_symlink() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("dotfiles/volee");
+        fs::create_dir_all(&real).unwrap();
+        let link = tmp.path().join("config-volee");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        ensure_private_dir_in(&link, Links::OwnedOnly).unwrap();
+        assert_eq!(
+            fs::metadata(&real).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+    }
+
+    #[test]
+    fn a_dir_of_another_user_is_refused_not_chmoded() {
+        if !volee_test_support::require_root("chown to another user") {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("volee-0");
+        fs::create_dir(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+        let err = ensure_private_dir(&dir).unwrap_err();
+        match &err {
+            PathError::ForeignOwner { owner, .. } => assert_eq!(*owner, 65534),
+            other => panic!("expected ForeignOwner, got {other:?}"),
+        }
+        let meta = fs::metadata(&dir).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o777);
+        assert_eq!(meta.uid(), 65534);
+        // A home dir (symlinks allowed) of another user is refused just the same.
+        assert!(matches!(
+            ensure_private_dir_in(&dir, Links::OwnedOnly),
+            Err(PathError::ForeignOwner { .. })
+        ));
+    }
+
+    #[test]
+    fn a_symlink_to_a_dir_of_another_user_is_refused() {
+        if !volee_test_support::require_root("chown to another user") {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let theirs = tmp.path().join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let link = tmp.path().join("config-volee");
+        std::os::unix::fs::symlink(&theirs, &link).unwrap();
+        assert!(matches!(
+            ensure_private_dir_in(&link, Links::OwnedOnly),
+            Err(PathError::ForeignOwner { .. })
+        ));
+    }
+
+    #[test]
+    fn open_private_tightens_our_file_and_refuses_links_and_foreign_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let lock = tmp.path().join("daemon.lock");
+        fs::write(&lock, "").unwrap();
+        fs::set_permissions(&lock, fs::Permissions::from_mode(0o644)).unwrap();
+        let mut opts = fs::OpenOptions::new();
+        opts.create(true).write(true).truncate(false);
+        open_private(&lock, opts.clone()).unwrap();
+        assert_eq!(
+            fs::metadata(&lock).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let fresh = tmp.path().join("new.lock");
+        open_private(&fresh, opts.clone()).unwrap();
+        assert_eq!(
+            fs::metadata(&fresh).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let target = tmp.path().join("elsewhere");
+        fs::write(&target, "keep").unwrap();
+        let link = tmp.path().join("volee.log");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(matches!(
+            open_private(&link, opts.clone()),
+            Err(PathError::Symlink { .. })
+        ));
+        assert_eq!(fs::read_to_string(&target).unwrap(), "keep");
+        if volee_test_support::require_root("chown to another user") {
+            let theirs = tmp.path().join("theirs.lock");
+            fs::write(&theirs, "").unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+            assert!(matches!(
+                open_private(&theirs, opts),
+                Err(PathError::ForeignOwner { owner: 65534, .. })
+            ));
+        }
     }
 }

@@ -49,6 +49,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PersistError> {
         .create(true)
         .truncate(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)
         .map_err(err)?;
     file.write_all(bytes).map_err(err)?;
@@ -57,6 +58,58 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PersistError> {
     fs::rename(&tmp, path).map_err(err)?;
     File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
     Ok(())
+}
+
+/// Remove the temp files `write_atomic` left in `dir` when its writer was killed mid-save
+/// (`.NAME.tmp.PID`, regular files only, only when process PID is gone); returns what went.
+pub fn remove_stale_temp_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(pid) = temp_file_pid(name) else {
+            continue;
+        };
+        // file_type() does not follow symlinks: a link or a directory is left alone.
+        if !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let ours = pid == std::process::id();
+        if !ours && process_alive(pid) {
+            continue;
+        }
+        if fs::remove_file(entry.path()).is_ok() {
+            removed.push(entry.path());
+        }
+    }
+    removed
+}
+
+/// The writer's pid of a `write_atomic` temp file name (`.NAME.tmp.PID`).
+fn temp_file_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix('.')?;
+    let (stem, pid) = rest.rsplit_once(".tmp.")?;
+    if stem.is_empty() || pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Does process `pid` exist (EPERM: it does, as someone else)?
+fn process_alive(pid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    if raw <= 0 {
+        return false;
+    }
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None) {
+        Ok(()) => true,
+        Err(e) => e == nix::errno::Errno::EPERM,
+    }
 }
 
 /// Serialize as pretty JSON and write atomically.
@@ -152,5 +205,55 @@ mod tests {
             load_json::<Vec<u8>>(&path, 0).unwrap(),
             Loaded::Missing
         ));
+    }
+
+    /// The pid of a process that has exited (and been reaped).
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    fn stale_temp_files_of_dead_writers_go_and_others_stay() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let dead = dead_pid();
+        let mut live = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let stale = dir.join(format!(".agents.json.tmp.{dead}"));
+        let in_use = dir.join(format!(".agents.json.tmp.{}", live.id()));
+        let link = dir.join(format!(".x.json.tmp.{dead}"));
+        let subdir = dir.join(format!(".d.tmp.{dead}"));
+        let unrelated = dir.join("agents.json.tmp.notapid");
+        fs::write(&stale, "half a registry").unwrap();
+        fs::write(&in_use, "being written").unwrap();
+        fs::write(&unrelated, "x").unwrap();
+        let target = dir.join("target");
+        fs::write(&target, "keep").unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        fs::create_dir(&subdir).unwrap();
+        let removed = remove_stale_temp_files(dir);
+        let _ = live.kill();
+        let _ = live.wait();
+        assert_eq!(removed, vec![stale.clone()]);
+        assert!(!stale.exists());
+        assert!(in_use.exists(), "a live writer's temp file was removed");
+        assert!(fs::symlink_metadata(&link).is_ok(), "a symlink was removed");
+        assert!(subdir.is_dir());
+        assert!(unrelated.exists());
+        assert_eq!(fs::read_to_string(&target).unwrap(), "keep");
+    }
+
+    #[test]
+    fn temp_file_names_parse() {
+        assert_eq!(temp_file_pid(".agents.json.tmp.123"), Some(123));
+        assert_eq!(temp_file_pid(".tmp.123"), None);
+        assert_eq!(temp_file_pid("agents.json.tmp.123"), None);
+        assert_eq!(temp_file_pid(".agents.json.tmp."), None);
+        assert_eq!(temp_file_pid(".agents.json.tmp.12a"), None);
     }
 }

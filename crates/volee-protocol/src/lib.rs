@@ -4,14 +4,20 @@
 //! This crate is serde-only and wasm-safe: no I/O, no async runtime. The socket protocol is
 //! newline-delimited JSON: one [`Request`] per line from the client, one [`Response`] per line from
 //! the daemon (a [`Request::Watch`] keeps the connection open and gets one line per change).
+//! While a request is pending and on a watch stream the daemon also sends [`Response::KeepAlive`]
+//! every [`KEEPALIVE_SECS`], so a client tells a slow daemon from a stopped one.
 
 use serde::{Deserialize, Serialize};
 
 pub mod zellij;
 
 /// Bumped whenever a request or response changes shape; a CLI that sees another version restarts
-/// the daemon (the registry survives, see `docs/ARCHITECTURE.md`).
-pub const PROTOCOL_VERSION: u32 = 3;
+/// the daemon (the registry survives, see `docs/ARCHITECTURE.md`). 4: keep-alives (a client that
+/// expects them must not take an older daemon's silence for a stopped daemon).
+pub const PROTOCOL_VERSION: u32 = 4;
+
+/// How often the daemon sends [`Response::KeepAlive`] on a connection that waits.
+pub const KEEPALIVE_SECS: u64 = 2;
 
 /// What an agent is doing, as defined in ARCHITECTURE.md section 4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -374,6 +380,8 @@ pub enum Response {
         until_ms: Option<u64>,
     },
     Ok,
+    /// Not an answer: the daemon is alive and the answer (or the next change) is still to come.
+    KeepAlive,
     Error {
         kind: ErrorKind,
         message: String,

@@ -76,6 +76,19 @@ pub fn require_docker(why: &str) -> bool {
     false
 }
 
+/// True when running as root (needed to plant files of another user). Otherwise: panics under
+/// `CI`, else prints why the test is skipped and returns false (the caller returns).
+pub fn require_root(why: &str) -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("root is required for {why} (CI is set, so this fails); run the tests as root");
+    }
+    eprintln!("SKIPPED: not root; needed for {why}");
+    false
+}
+
 /// A private volee + tmux world in a temp dir.
 pub struct TestEnv {
     pub dir: tempfile::TempDir,
