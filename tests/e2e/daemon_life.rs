@@ -260,6 +260,7 @@ fn a_launch_the_daemon_never_finished_fails_at_once() {
     );
     assert!(started.elapsed() < Duration::from_secs(10));
     assert_eq!(env.agent(&id)["state"], "failed");
+}
 
 /// Sends SIGCONT to a stopped daemon on drop, so a failing test does not leave it stopped.
 struct Continue(i32);
