@@ -43,7 +43,7 @@ exec sleep 120
 
 /// Put an executable `program` with this script into the environment's fake bin dir, which goes
 /// first on volee's PATH.
-fn write_stand_in(env: &mut TestEnv, program: &str, script: &str) {
+pub(crate) fn write_stand_in(env: &mut TestEnv, program: &str, script: &str) {
     let bin = env.root().join("fakebin");
     std::fs::create_dir_all(&bin).unwrap();
     let path = bin.join(program);

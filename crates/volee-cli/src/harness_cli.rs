@@ -647,11 +647,12 @@ pub fn profiles(json: bool) -> CliResult {
     Ok(())
 }
 
-/// `volee send ID TEXT`: type it in, then confirm the agent reacted.
-pub fn send(id: &str, text: &str, wait: Duration) -> CliResult {
+/// `volee send ID TEXT`: type it in (made inert unless `raw`), then confirm the agent reacted.
+pub fn send(id: &str, text: &str, raw: bool, wait: Duration) -> CliResult {
     let before = match ask(&Request::Send {
         id: id.into(),
         text: text.into(),
+        raw,
     })? {
         Response::Agent { agent } => agent,
         other => return Err(CliError::from_response(other)),

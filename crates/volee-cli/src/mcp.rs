@@ -250,7 +250,9 @@ impl VoleeMcp {
     async fn send_message(&self, Parameters(args): Parameters<SendArgs>) -> CallToolResult {
         let caller = self.caller().await;
         blocking(move || {
-            if args.text.trim().is_empty() {
+            // Controls would be keys of their own (a carriage return submits the rest unsigned):
+            // the daemon types the message inert and submits it once; this only judges what remains.
+            if volee_harness::sanitize_input(&args.text, false).trim().is_empty() {
                 return Err(CliError::user("the message is empty"));
             }
             if args.text.chars().count() > MAX_MESSAGE_CHARS {
@@ -280,6 +282,7 @@ impl VoleeMcp {
             let before = match ask(&Request::Send {
                 id: agent.id.clone(),
                 text,
+                raw: false,
             })? {
                 Response::Agent { agent } => agent,
                 other => return Err(CliError::from_response(other)),

@@ -2358,7 +2358,7 @@ impl Daemon {
                 a.typed_prompt = None;
             }
             self.save_needed = true;
-            match self.send_text(&id, &prompt).await {
+            match self.send_text(&id, &prompt, false).await {
                 Response::Agent { .. } => {
                     tracing::info!("agent {id}: typed its first prompt");
                 }
@@ -2656,7 +2656,7 @@ impl Daemon {
             }
             Request::Stop { id } => self.stop(&id),
             Request::Interrupt { id } => self.interrupt(&id).await,
-            Request::Send { id, text } => self.send_text(&id, &text).await,
+            Request::Send { id, text, raw } => self.send_text(&id, &text, raw).await,
             Request::Peek { id, lines } => self.peek(&id, lines).await,
             Request::Remove { id } => {
                 let (id, ended) = match self.registry.resolve(&id) {
@@ -3166,12 +3166,13 @@ impl Daemon {
         }
     }
 
-    /// Type `text` into the agent per its profile's input rules, then submit it. Answers with the
+    /// Type `text` into the agent per its profile's input rules, then submit it once (unless
+    /// `raw`, the text is made inert first: [`volee_harness::sanitize_input`]). Answers with the
     /// agent as it was before, so the caller can see it react.
-    async fn send_text(&mut self, query: &str, text: &str) -> Response {
+    async fn send_text(&mut self, query: &str, text: &str, raw: bool) -> Response {
         if let Some(found) = self.live_zellij(query) {
             return match found {
-                Ok((id, cli, pane)) => self.send_text_zellij(&id, &cli, pane, text).await,
+                Ok((id, cli, pane)) => self.send_text_zellij(&id, &cli, pane, text, raw).await,
                 Err(resp) => *resp,
             };
         }
@@ -3199,6 +3200,14 @@ impl Daemon {
                 interrupt_key: "C-c",
                 settle_ms: 0,
             });
+        // Line breaks survive only inside the one bracketed paste; elsewhere each would submit.
+        let clean;
+        let text = if raw {
+            text
+        } else {
+            clean = volee_harness::sanitize_input(text, input.bracketed_paste);
+            clean.as_str()
+        };
         // An answer to a prompt or dialog (`y`, `1`) is a keystroke, not a paste: selection
         // dialogs ignore pasted text.
         let is_answer = before.state == volee_protocol::AgentState::NeedsYou
@@ -3276,10 +3285,19 @@ impl Daemon {
         cli: &volee_zellij::ZellijCli,
         pane: u32,
         text: &str,
+        raw: bool,
     ) -> Response {
         if text.contains('\0') {
             return user_error("the text contains a NUL byte", vec![]);
         }
+        // `write-chars` types keys, never a bracketed paste: a line break would submit.
+        let clean;
+        let text = if raw {
+            text
+        } else {
+            clean = volee_harness::sanitize_input(text, false);
+            clean.as_str()
+        };
         let Some(agent) = self.registry.get(id) else {
             return internal_error("agent vanished");
         };

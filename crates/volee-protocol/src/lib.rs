@@ -303,6 +303,10 @@ pub enum Request {
     Send {
         id: String,
         text: String,
+        /// Type the text as it is, controls and line breaks included (`volee send --raw`);
+        /// otherwise it is made inert first (`volee_harness::sanitize_input`) and submitted once.
+        #[serde(default)]
+        raw: bool,
     },
     Peek {
         id: String,
