@@ -2301,7 +2301,7 @@ impl Daemon {
     async fn deliver(&mut self, text: &str, clients: &[TmuxClient]) {
         let cfg = self.config.notify.clone();
         if cfg.tmux_message {
-            let escaped = volee_view::tmux_text(text, 200);
+            let escaped = volee_view::tmux_message_text(text, 200);
             let ms = cfg.message_time.as_millis().to_string();
             for c in clients {
                 let shown = match self
