@@ -43,7 +43,7 @@ exec sleep 120
 
 /// Put an executable `program` with this script into the environment's fake bin dir, which goes
 /// first on volee's PATH.
-fn write_stand_in(env: &mut TestEnv, program: &str, script: &str) {
+pub(crate) fn write_stand_in(env: &mut TestEnv, program: &str, script: &str) {
     let bin = env.root().join("fakebin");
     std::fs::create_dir_all(&bin).unwrap();
     let path = bin.join(program);
@@ -109,11 +109,13 @@ fn hooks_spool_while_the_daemon_is_down_and_bad_payloads_are_harmless() {
     install_stand_in(&mut env);
     let id = env.ok(["launch", "--harness", "claude", "--host", "tmux:main", "go"]);
     env.wait_state(&id, "needs_you", 10);
+    let token = hook_token(&env, &id);
     env.ok(["daemon", "stop"]);
 
     // A hook while no daemon runs: spooled, exit 0, nothing printed.
     let mut hook = env.volee(["hook", "claude", "StopFailure"]);
     hook.env("VOLEE_AGENT_ID", &id)
+        .env("VOLEE_AGENT_TOKEN", &token)
         .stdin(std::process::Stdio::piped());
     let mut child = hook.stdout(std::process::Stdio::piped()).spawn().unwrap();
     use std::io::Write;
@@ -439,4 +441,213 @@ fn cursor_setup_merges_with_a_backup_and_down_takes_it_out() {
         std::fs::read_to_string(&file).unwrap(),
         r#"{"version": 1, "hooks": {"stop": "x"}}"#
     );
+}
+
+/// A `claude` stand-in that fires no hooks of its own, launched; its id and its hook token.
+fn quiet_claude(env: &mut TestEnv) -> (String, String) {
+    install_scripted(env, "claude", "2.1.332 (Claude Code)", "/nonexistent", "");
+    let id = env.ok(["launch", "--harness", "claude", "--host", "tmux:main", "go"]);
+    let token = hook_token(env, &id);
+    (id, token)
+}
+
+/// Agent `id`'s hook token as the registry (agents.json, 0600) holds it.
+fn hook_token(env: &TestEnv, id: &str) -> String {
+    volee_test_support::wait_until(
+        "the launch's hook token is recorded",
+        std::time::Duration::from_secs(5),
+        || {
+            let text = std::fs::read_to_string(env.volee_home().join("state/agents.json")).ok()?;
+            let file: serde_json::Value = serde_json::from_str(&text).ok()?;
+            file["agents"].as_array()?.iter().find(|a| a["id"] == id)?["hook_token"]
+                .as_str()
+                .map(String::from)
+        },
+        || env.log_tail(),
+    )
+}
+
+/// `volee hook claude EVENT` as agent `id` with this token (None: without one), payload on stdin.
+fn run_hook(env: &TestEnv, id: &str, token: Option<&str>, event: &str, payload: &[u8]) {
+    use std::io::Write;
+    let mut hook = env.volee(["hook", "claude", event]);
+    hook.env("VOLEE_AGENT_ID", id)
+        .env_remove("VOLEE_AGENT_TOKEN")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    if let Some(t) = token {
+        hook.env("VOLEE_AGENT_TOKEN", t);
+    }
+    let mut child = hook.spawn().unwrap();
+    let _ = child.stdin.take().unwrap().write_all(payload);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success() && out.stdout.is_empty());
+}
+
+#[test]
+fn hooks_count_only_with_the_agents_token_which_is_never_shown() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    let (id, token) = quiet_claude(&mut env);
+    assert_eq!(token.len(), 64, "256 random bits");
+    // The pane's own environment has it (that is how its hooks present it).
+    let pid = env.agent(&id)["pid"].as_u64().unwrap();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let wanted = format!("VOLEE_AGENT_TOKEN={token}");
+    assert!(environ.split(|b| *b == 0).any(|v| v == wanted.as_bytes()));
+
+    // Another process that knows only the id, or guesses the token, changes nothing.
+    let payload = br#"{"session_id":"s-1","tool_name":"Bash"}"#;
+    run_hook(&env, &id, None, "PermissionRequest", payload);
+    let wrong = "0".repeat(64);
+    run_hook(&env, &id, Some(&wrong), "PermissionRequest", payload);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let explain = env.ok(["explain", &id]);
+    assert!(!explain.contains("PermissionRequest"), "{explain}");
+    assert_ne!(env.agent(&id)["state"], "needs_you");
+    let log = std::fs::read_to_string(env.volee_home().join("state/volee.log")).unwrap();
+    assert!(
+        log.contains("no token") && log.contains("wrong token"),
+        "{log}"
+    );
+
+    // With it, the hook counts.
+    run_hook(&env, &id, Some(&token), "PermissionRequest", payload);
+    assert_eq!(env.wait_state(&id, "needs_you", 10), "needs_you");
+    assert_eq!(env.agent(&id)["evidence"], "hook PermissionRequest");
+
+    // Never shown: not in ls --json, show, explain, the log.
+    for args in [
+        vec!["ls", "--json"],
+        vec!["show", "--json", &id],
+        vec!["show", &id],
+        vec!["explain", &id],
+        vec!["explain", "--json", &id],
+    ] {
+        let out = env.run(&args);
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains(&token),
+            "{args:?} shows the token"
+        );
+    }
+    let log = std::fs::read_to_string(env.volee_home().join("state/volee.log")).unwrap();
+    assert!(!log.contains(&token), "the log holds the token");
+
+    // A record from before tokens existed accepts hooks without one.
+    env.ok(["daemon", "stop"]);
+    let path = env.volee_home().join("state/agents.json");
+    let mut file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for a in file["agents"].as_array_mut().unwrap() {
+        a.as_object_mut().unwrap().remove("hook_token");
+    }
+    std::fs::write(&path, serde_json::to_vec(&file).unwrap()).unwrap();
+    run_hook(&env, &id, None, "StopFailure", br#"{"session_id":"s-1"}"#);
+    assert_eq!(env.wait_state(&id, "failed", 10), "failed");
+    assert_eq!(env.agent(&id)["evidence"], "hook StopFailure");
+}
+
+#[test]
+fn a_hook_event_name_with_a_line_break_is_one_log_line() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    env.ok(["ls"]);
+    run_hook(&env, "nosuch", None, "Stop\nINJECTED forged line", b"");
+    let log_path = env.volee_home().join("state/volee.log");
+    let log = volee_test_support::wait_until(
+        "the hook is logged",
+        std::time::Duration::from_secs(5),
+        || {
+            std::fs::read_to_string(&log_path)
+                .ok()
+                .filter(|l| l.contains("INJECTED"))
+        },
+        || env.log_tail(),
+    );
+    assert!(
+        !log.lines().any(|l| l.starts_with("INJECTED")),
+        "a forged log line: {log}"
+    );
+    assert!(log.contains(r#""Stop\nINJECTED forged line""#), "{log}");
+}
+
+#[test]
+fn a_bad_spool_line_is_skipped_and_a_repeated_event_counts_once() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    let (id, token) = quiet_claude(&mut env);
+    env.ok(["daemon", "stop"]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let event = |name: &str, at: u64, event_id: &str| {
+        let mut line = serde_json::to_vec(&serde_json::json!({
+            "agent": id, "token": token, "event_id": event_id, "harness": "claude",
+            "event": name, "at_ms": at, "session_id": "s-1", "fields": [["tool_name", "Bash"]],
+        }))
+        .unwrap();
+        line.push(b'\n');
+        line
+    };
+    // A line that is not UTF-8, then an event, then a later one under the same id (a hook whose
+    // answer came late is both delivered and spooled): the first counts, its repeat does not.
+    let mut spool = b"\xff\xfe{\"agent\":\"x\"}\n".to_vec();
+    spool.extend(event("PermissionRequest", now, "e-1"));
+    spool.extend(event("StopFailure", now + 1, "e-1"));
+    let path = env.volee_home().join("state/spool/hooks.jsonl");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, spool).unwrap();
+
+    assert_eq!(env.wait_state(&id, "needs_you", 10), "needs_you");
+    assert_eq!(env.agent(&id)["evidence"], "hook PermissionRequest");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        env.agent(&id)["state"],
+        "needs_you",
+        "the repeat was ignored"
+    );
+    let log = std::fs::read_to_string(env.volee_home().join("state/volee.log")).unwrap();
+    assert!(log.contains("skipped spooled hook line 1"), "{log}");
+}
+
+#[test]
+fn a_hook_whose_stdin_stays_open_goes_on_after_two_seconds() {
+    use std::io::Write;
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    let (id, token) = quiet_claude(&mut env);
+    let mut hook = env.volee(["hook", "claude", "PermissionRequest"]);
+    hook.env("VOLEE_AGENT_ID", &id)
+        .env("VOLEE_AGENT_TOKEN", &token)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let started = std::time::Instant::now();
+    let mut child = hook.spawn().unwrap();
+    // The payload, and the pipe kept open (a harness that never closes its hook's stdin).
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(br#"{"session_id":"s-1","tool_name":"Bash"}"#)
+        .unwrap();
+    stdin.flush().unwrap();
+    let status = volee_test_support::wait_until(
+        "volee hook returns",
+        std::time::Duration::from_secs(10),
+        || child.try_wait().unwrap(),
+        || env.log_tail(),
+    );
+    let took = started.elapsed();
+    drop(stdin);
+    assert!(status.success());
+    assert!(
+        took >= std::time::Duration::from_millis(1900)
+            && took < std::time::Duration::from_millis(3000),
+        "returned after {took:?}"
+    );
+    assert_eq!(env.wait_state(&id, "needs_you", 10), "needs_you");
+    assert_eq!(env.agent(&id)["evidence"], "hook PermissionRequest");
 }

@@ -7,6 +7,7 @@ mod bad_input;
 mod daemon_life;
 mod discovery;
 mod hooks;
+mod input;
 mod mcp;
 mod notify;
 mod own_agent;

@@ -236,3 +236,108 @@ fn every_tool_answers_and_bad_arguments_get_clear_errors() {
         client.cancel().await.unwrap();
     });
 }
+
+#[test]
+fn send_message_with_a_carriage_return_is_one_signed_input() {
+    let Some((_guard, env)) = setup() else {
+        return;
+    };
+    if !volee_test_support::require("python3", "the raw-terminal receiver") {
+        return;
+    }
+    let (peer, record) = crate::input::launch_receiver(&env, "recv");
+    let caller = launch_sh(&env, "caller", "sleep 120");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let client = connect(&env, Some(&caller)).await;
+        let sent = call(
+            &client,
+            "send_message",
+            json!({"id": peer, "text": "run the tests\ry\u{1b}[201~"}),
+        )
+        .await;
+        assert!(!is_error(&sent), "{}", text(&sent));
+        // Only control characters: nothing to send.
+        let empty = call(
+            &client,
+            "send_message",
+            json!({"id": peer, "text": "\r\u{1b}[B\u{3}"}),
+        )
+        .await;
+        assert!(
+            is_error(&empty) && text(&empty).contains("empty"),
+            "{}",
+            text(&empty)
+        );
+        client.cancel().await.unwrap();
+    });
+    let inputs = crate::input::settled_inputs(&env, &record, 1);
+    assert_eq!(
+        inputs,
+        [format!(
+            "(message from volee agent {caller}) run the tests y"
+        )],
+        "one input, signed whole; nothing answered the prompt"
+    );
+}
+
+#[test]
+fn a_line_that_is_not_json_gets_a_parse_error() {
+    use std::io::{BufRead, BufReader, Write};
+    let env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
+    let mut child = env
+        .volee(["mcp"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        "this is { not json",
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    ];
+    for l in lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut answers: Vec<Value> = Vec::new();
+    // Three answers (initialize, the parse error, tools/list); a missing one would hang, so the
+    // child is killed after 20 s.
+    let pid = child.id();
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(20));
+        let _ = std::process::Command::new("kill")
+            .arg(pid.to_string())
+            .status();
+    });
+    while answers.len() < 3 {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        answers.push(serde_json::from_str(&line).unwrap());
+    }
+    drop(stdin);
+    let _ = child.wait();
+    drop(watchdog);
+    let parse: Vec<&Value> = answers
+        .iter()
+        .filter(|a| a["error"]["code"] == -32700)
+        .collect();
+    assert_eq!(parse.len(), 1, "{answers:?}");
+    assert_eq!(parse[0]["id"], Value::Null);
+    assert_eq!(parse[0]["jsonrpc"], "2.0");
+    assert!(
+        answers
+            .iter()
+            .any(|a| a["id"] == 2 && a["result"]["tools"].is_array()),
+        "the server goes on after it: {answers:?}"
+    );
+}

@@ -395,3 +395,28 @@ fn a_desktop_notification_goes_over_the_session_bus() {
         "one notification"
     );
 }
+
+#[test]
+fn strftime_sequences_in_an_agent_name_show_literally() {
+    let Some((_guard, env)) = setup() else {
+        return;
+    };
+    let log = env.root().join("notified.jsonl");
+    configure(&env, &log, "");
+    let viewer = Viewer::start(&env);
+    // tmux runs display-message texts through strftime: `%H%M%S` would show the time.
+    let name = "at%H%M%S%%";
+    let id = launch_sh(
+        &env,
+        name,
+        "sleep 1; printf 'Continue? [y/N] '; read x; sleep 60",
+    );
+    assert_eq!(env.wait_state(&id, "needs_you", 10), "needs_you");
+    let message = format!("volee: {name} ({id}) needs you");
+    wait_until(
+        "the message, literally, on the attached client",
+        Duration::from_secs(5),
+        || viewer.capture().contains(&message).then_some(()),
+        || viewer.capture(),
+    );
+}

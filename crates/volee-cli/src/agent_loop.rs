@@ -54,6 +54,11 @@ impl StateReporter for DaemonReporter {
             .unwrap_or(0);
         let ev = HookEvent {
             agent: self.agent_id.clone(),
+            token: std::env::var("VOLEE_AGENT_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty())
+                .map(volee_protocol::HookToken),
+            event_id: None,
             harness: "volee".into(),
             event: event.name().into(),
             at_ms,

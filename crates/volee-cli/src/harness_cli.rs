@@ -510,33 +510,65 @@ fn write_user_json(path: &Path, value: &serde_json::Value) -> CliResult {
         .map_err(|e| CliError::from_error(Exit::Environment, &e))
 }
 
-/// Largest hook payload read (bigger ones are rejected, the harness unaffected).
-const MAX_HOOK_BYTES: usize = 1024 * 1024;
-/// Payload fields kept (short strings only).
-const HOOK_FIELDS: &[&str] = &[
-    "notification_type",
-    "notificationType",
-    "error",
-    "reason",
-    "source",
-    "status",
-    "stop_reason",
-    "stopReason",
-    "tool_name",
-];
+/// How long `volee hook` waits for its payload's end: a harness that keeps the pipe open must
+/// not hold its hook (and so its turn) forever.
+const HOOK_STDIN_WAIT: Duration = Duration::from_secs(2);
+
+/// Stdin up to EOF, at most `max` bytes, or what arrived within `wait`.
+fn read_stdin_within(max: usize, wait: Duration) -> Vec<u8> {
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    // The reader may block for good; the process exits without it.
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut read = 0;
+        let mut buf = vec![0u8; 64 * 1024];
+        while read <= max {
+            match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    read += n;
+                    if tx.send(buf[..n].to_vec()).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    let deadline = Instant::now() + wait;
+    let mut input = Vec::new();
+    while let Ok(chunk) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        input.extend_from_slice(&chunk);
+        if input.len() > max {
+            break;
+        }
+    }
+    input
+}
+
+/// 16 random bytes as hex (event ids), from the kernel.
+fn random_hex16() -> Option<String> {
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .ok()?;
+    Some(b.iter().map(|x| format!("{x:02x}")).collect())
+}
 
 /// `volee hook HARNESS EVENT`: never fails the harness, never prints, spools when no daemon answers.
 pub fn hook(harness: &str, event: &str) -> CliResult {
-    let mut input = Vec::new();
-    let _ = std::io::stdin()
-        .take(MAX_HOOK_BYTES as u64 + 1)
-        .read_to_end(&mut input);
+    let max = volee_harness::hooks::MAX_HOOK_BYTES;
+    let input = read_stdin_within(max, HOOK_STDIN_WAIT);
     let at_ms = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
-    let mut ev = HookEvent {
+    let base = HookEvent {
         agent: std::env::var("VOLEE_AGENT_ID").unwrap_or_default(),
+        token: std::env::var("VOLEE_AGENT_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty())
+            .map(volee_protocol::HookToken),
+        event_id: random_hex16(),
         harness: harness.chars().take(32).collect(),
         event: event.chars().take(64).collect(),
         at_ms,
@@ -544,23 +576,7 @@ pub fn hook(harness: &str, event: &str) -> CliResult {
         fields: Vec::new(),
         error: None,
     };
-    if input.len() > MAX_HOOK_BYTES {
-        ev.error = Some(format!("payload larger than {MAX_HOOK_BYTES} bytes"));
-    } else if !input.iter().all(u8::is_ascii_whitespace) {
-        match serde_json::from_slice::<serde_json::Value>(&input) {
-            Ok(payload) => {
-                ev.session_id = volee_harness::hooks::session_id(&payload).map(String::from);
-                ev.fields = HOOK_FIELDS
-                    .iter()
-                    .filter_map(|k| {
-                        let v = payload.get(*k)?.as_str()?;
-                        (v.len() <= 200).then(|| ((*k).to_string(), v.to_string()))
-                    })
-                    .collect();
-            }
-            Err(e) => ev.error = Some(format!("malformed JSON: {e}")),
-        }
-    }
+    let ev = volee_harness::hooks::read_hook_payload(base, &input[..input.len().min(max + 1)]);
     let paths = paths();
     let delivered = volee_daemon::Client::connect(&paths)
         .ok()
@@ -656,11 +672,12 @@ pub fn profiles(json: bool) -> CliResult {
     Ok(())
 }
 
-/// `volee send ID TEXT`: type it in, then confirm the agent reacted.
-pub fn send(id: &str, text: &str, wait: Duration) -> CliResult {
+/// `volee send ID TEXT`: type it in (made inert unless `raw`), then confirm the agent reacted.
+pub fn send(id: &str, text: &str, raw: bool, wait: Duration) -> CliResult {
     let before = match ask(&Request::Send {
         id: id.into(),
         text: text.into(),
+        raw,
     })? {
         Response::Agent { agent } => agent,
         other => return Err(CliError::from_response(other)),

@@ -105,6 +105,10 @@ enum Command {
         /// How long to wait for the agent to react.
         #[arg(long, default_value_t = 5)]
         wait: u64,
+        /// Type TEXT as it is: control characters (a carriage return submits, ESC starts a key
+        /// sequence) and line breaks outside a paste are kept.
+        #[arg(long)]
+        raw: bool,
     },
     /// Check tmux, zellij, Docker, Ollama and every installed harness against its profile.
     Doctor,
@@ -224,9 +228,12 @@ fn main() {
             delete_branch,
         } => commands::stop_and_remove(&id, remove_worktree, delete_branch),
         Command::Interrupt { id } => commands::interrupt(&id),
-        Command::Send { id, text, wait } => {
-            harness_cli::send(&id, &text, std::time::Duration::from_secs(wait))
-        }
+        Command::Send {
+            id,
+            text,
+            wait,
+            raw,
+        } => harness_cli::send(&id, &text, raw, std::time::Duration::from_secs(wait)),
         Command::Profiles { json } => harness_cli::profiles(json),
         Command::Doctor => doctor::doctor(),
         Command::Probe { harness } => probe::probe(&harness),

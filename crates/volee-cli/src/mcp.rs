@@ -250,7 +250,9 @@ impl VoleeMcp {
     async fn send_message(&self, Parameters(args): Parameters<SendArgs>) -> CallToolResult {
         let caller = self.caller().await;
         blocking(move || {
-            if args.text.trim().is_empty() {
+            // Controls would be keys of their own (a carriage return submits the rest unsigned):
+            // the daemon types the message inert and submits it once; this only judges what remains.
+            if volee_harness::sanitize_input(&args.text, false).trim().is_empty() {
                 return Err(CliError::user("the message is empty"));
             }
             if args.text.chars().count() > MAX_MESSAGE_CHARS {
@@ -280,6 +282,7 @@ impl VoleeMcp {
             let before = match ask(&Request::Send {
                 id: agent.id.clone(),
                 text,
+                raw: false,
             })? {
                 Response::Agent { agent } => agent,
                 other => return Err(CliError::from_response(other)),
@@ -330,14 +333,145 @@ pub fn serve() -> CliResult {
         .map_err(|e| CliError::from_error(Exit::Internal, &e))?;
     runtime.block_on(async {
         let server = VoleeMcp::new(std::env::var("VOLEE_AGENT_ID").ok());
-        let running = server
-            .serve(rmcp::transport::stdio())
-            .await
-            .map_err(|e| CliError::internal(format!("MCP initialization failed: {e}")))?;
-        running
-            .waiting()
-            .await
-            .map_err(|e| CliError::internal(format!("MCP server stopped: {e}")))?;
-        Ok(())
+        let (stdin, stdout) = rmcp::transport::stdio();
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        let (from_server, to_server) = tokio::io::split(ours);
+        let (parse_errors, errors_rx) = tokio::sync::mpsc::unbounded_channel();
+        let reader = tokio::spawn(forward_input(stdin, to_server, parse_errors));
+        let writer = tokio::spawn(forward_output(from_server, errors_rx, stdout));
+        let result = async {
+            let running = server
+                .serve(tokio::io::split(theirs))
+                .await
+                .map_err(|e| CliError::internal(format!("MCP initialization failed: {e}")))?;
+            running
+                .waiting()
+                .await
+                .map_err(|e| CliError::internal(format!("MCP server stopped: {e}")))?;
+            Ok(())
+        }
+        .await;
+        reader.abort();
+        // The server's side is gone: the writer drains what it wrote, then ends.
+        let _ = writer.await;
+        result
     })
+}
+
+/// The longest line read from the client (rmcp's own bound is larger; a longer line is dropped).
+const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The JSON-RPC answer to a line that is not JSON: its id cannot be known.
+fn parse_error_line(e: &serde_json::Error) -> Vec<u8> {
+    let mut line = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32700, "message": format!("Parse error: {e}")},
+    })
+    .to_string()
+    .into_bytes();
+    line.push(b'\n');
+    line
+}
+
+/// Client lines to the server; a line that is not JSON is answered with a parse error (-32700)
+/// instead (rmcp drops such lines without a word, and the client would wait forever).
+async fn forward_input(
+    stdin: impl tokio::io::AsyncRead + Unpin,
+    mut to_server: impl tokio::io::AsyncWrite + Unpin,
+    parse_errors: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut stdin = tokio::io::BufReader::new(stdin);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let mut oversized = false;
+        loop {
+            let Ok(buf) = stdin.fill_buf().await else {
+                return;
+            };
+            if buf.is_empty() {
+                break;
+            }
+            let (part, done) = match buf.iter().position(|b| *b == b'\n') {
+                Some(i) => (&buf[..=i], true),
+                None => (buf, false),
+            };
+            let n = part.len();
+            if line.len() + n <= MAX_LINE_BYTES {
+                line.extend_from_slice(part);
+            } else {
+                oversized = true;
+            }
+            stdin.consume(n);
+            if done {
+                break;
+            }
+        }
+        if line.is_empty() {
+            // End of input: the server sees it too.
+            let _ = to_server.shutdown().await;
+            return;
+        }
+        if oversized {
+            continue;
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<serde::de::IgnoredAny>(text) {
+            Ok(_) => {
+                if to_server.write_all(&line).await.is_err() {
+                    return;
+                }
+                if !line.ends_with(b"\n") && to_server.write_all(b"\n").await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = parse_errors.send(parse_error_line(&e));
+            }
+        }
+    }
+}
+
+/// The server's lines and the parse errors to the client, whole lines only, so they never mix.
+async fn forward_output(
+    from_server: impl tokio::io::AsyncRead + Unpin,
+    mut errors: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
+    mut stdout: impl tokio::io::AsyncWrite + Unpin,
+) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut from_server = tokio::io::BufReader::new(from_server);
+    let mut line = Vec::new();
+    loop {
+        tokio::select! {
+            // `read_until` keeps what it read in `line` when the other branch wins.
+            read = from_server.read_until(b'\n', &mut line) => {
+                match read {
+                    Ok(0) | Err(_) => {
+                        if !line.is_empty() {
+                            let _ = stdout.write_all(&line).await;
+                        }
+                        let _ = stdout.flush().await;
+                        return;
+                    }
+                    Ok(_) => {
+                        if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
+                            return;
+                        }
+                        line.clear();
+                    }
+                }
+            }
+            Some(error) = errors.recv() => {
+                if stdout.write_all(&error).await.is_err() || stdout.flush().await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
 }

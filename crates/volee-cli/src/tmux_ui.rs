@@ -476,8 +476,7 @@ fn tell(server: &TmuxServer, client: Option<&str>, message: &str) {
     if let Some(c) = client {
         args.extend(["-c".into(), c.to_string()]);
     }
-    // display-message also applies strftime: `%` must be doubled as well as `#`.
-    args.push(volee_view::tmux_text(message, 200).replace('%', "%%"));
+    args.push(volee_view::tmux_message_text(message, 200));
     let _ = server.run(&args);
 }
 

@@ -62,6 +62,10 @@ pub struct AgentRecord {
     /// keeps its session interactive); cleared when typed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub typed_prompt: Option<String>,
+    /// The secret its hooks must present (`VOLEE_AGENT_TOKEN`); None for agents recorded before
+    /// tokens existed and for discovered ones, which accept hooks without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_token: Option<volee_protocol::HookToken>,
     pub pid: Option<u32>,
     pub created_at: Millis,
     pub ended_at: Option<Millis>,
@@ -92,6 +96,7 @@ impl AgentRecord {
             listing_socket: None,
             worktree: None,
             typed_prompt: None,
+            hook_token: None,
             pid: None,
             created_at: now,
             ended_at: None,

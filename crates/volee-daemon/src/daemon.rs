@@ -542,6 +542,8 @@ struct Daemon {
     /// Submit keys waiting for the pane to settle after volee typed ([`InputRules::settle_ms`]);
     /// the pane's output meanwhile is echo.
     pending_submits: HashMap<String, PendingSubmit>,
+    /// Ids of the hook events seen lately: a hook whose answer came too late is spooled too.
+    recent_hooks: RecentIds,
     /// Notifications: their rate limits, quiet mode, the status line's flash.
     limiter: crate::notify::Limiter,
     quiet_until: Option<Millis>,
@@ -625,6 +627,7 @@ impl Daemon {
             screen_checked: HashMap::new(),
             echo_until: HashMap::new(),
             pending_submits: HashMap::new(),
+            recent_hooks: RecentIds::new(4096),
             limiter: crate::notify::Limiter::default(),
             quiet_until: None,
             flash_until: 0,
@@ -1762,11 +1765,12 @@ impl Daemon {
             })
     }
 
-    /// A hook event: the harness says what its agent is doing.
+    /// A hook event: the harness says what its agent is doing. Names and errors are logged
+    /// escaped (`{:?}`): they come from whoever ran `volee hook` and may hold line breaks.
     fn on_hook(&mut self, event: HookEvent) {
         if let Some(error) = &event.error {
             tracing::warn!(
-                "rejected {} hook {} for agent {:?}: {error}",
+                "rejected {:?} hook {:?} for agent {:?}: {error:?}",
                 event.harness,
                 event.event,
                 event.agent
@@ -1792,7 +1796,7 @@ impl Daemon {
                 Some(id) => id,
                 None => {
                     tracing::debug!(
-                        "hook {} {} from a session volee does not know",
+                        "hook {:?} {:?} from a session volee does not know",
                         event.harness,
                         event.event
                     );
@@ -1804,16 +1808,39 @@ impl Daemon {
         };
         let Some(agent) = self.registry.get_mut(&agent_id) else {
             tracing::warn!(
-                "hook {} {} names unknown agent {:?}",
+                "hook {:?} {:?} names unknown agent {:?}",
                 event.harness,
                 event.event,
                 event.agent
             );
             return;
         };
+        // Launched with a token: only its own hooks (which have it in their environment) count.
+        if let Some(token) = &agent.hook_token {
+            if !token.matches(event.token.as_ref()) {
+                tracing::warn!(
+                    "ignored {:?} hook {:?} for agent {}: {} token",
+                    event.harness,
+                    event.event,
+                    agent.id,
+                    if event.token.is_some() { "wrong" } else { "no" }
+                );
+                return;
+            }
+        }
+        if let Some(event_id) = &event.event_id {
+            if !self.recent_hooks.insert(event_id) {
+                tracing::debug!(
+                    "agent {}: hook {:?} delivered twice, counted once",
+                    agent.id,
+                    event.event
+                );
+                return;
+            }
+        }
         if agent.harness != event.harness || agent.is_ended() {
             tracing::warn!(
-                "hook {} {} does not fit agent {} ({}, {})",
+                "hook {:?} {:?} does not fit agent {} ({}, {})",
                 event.harness,
                 event.event,
                 agent.id,
@@ -1851,28 +1878,26 @@ impl Daemon {
                 }
             }
             Some(volee_harness::HookMeaning::Evidence) => {
-                tracing::debug!("agent {}: hook {} (evidence)", agent.id, event.event);
+                tracing::debug!("agent {}: hook {:?} (evidence)", agent.id, event.event);
             }
-            None => tracing::debug!("agent {}: hook {} ignored", agent.id, event.event),
+            None => tracing::debug!("agent {}: hook {:?} ignored", agent.id, event.event),
         }
     }
 
     /// Hook events written while the daemon was down, in order.
     fn replay_spool(&mut self) {
         let path = self.paths.hook_spool();
-        let Ok(text) = std::fs::read_to_string(&path) else {
+        let Ok(bytes) = std::fs::read(&path) else {
             return;
         };
         let _ = std::fs::remove_file(&path);
-        let mut replayed = 0;
-        for line in text.lines() {
-            match serde_json::from_str::<HookEvent>(line) {
-                Ok(event) => {
-                    self.on_hook(event);
-                    replayed += 1;
-                }
-                Err(e) => tracing::warn!("skipped a spooled hook line: {e}"),
-            }
+        let (events, bad) = volee_harness::hooks::parse_hook_spool(&bytes);
+        for (line, why) in bad {
+            tracing::warn!("skipped spooled hook line {line}: {why}");
+        }
+        let replayed = events.len();
+        for event in events {
+            self.on_hook(event);
         }
         tracing::info!("replayed {replayed} spooled hook events");
     }
@@ -2347,7 +2372,7 @@ impl Daemon {
     async fn deliver(&mut self, text: &str, clients: &[TmuxClient]) {
         let cfg = self.config.notify.clone();
         if cfg.tmux_message {
-            let escaped = volee_view::tmux_text(text, 200);
+            let escaped = volee_view::tmux_message_text(text, 200);
             let ms = cfg.message_time.as_millis().to_string();
             for c in clients {
                 let shown = match self
@@ -2429,7 +2454,7 @@ impl Daemon {
                 a.typed_prompt = None;
             }
             self.save_needed = true;
-            match self.send_text(&id, &prompt).await {
+            match self.send_text(&id, &prompt, false).await {
                 Response::Agent { .. } => {
                     tracing::info!("agent {id}: typed its first prompt");
                 }
@@ -2757,7 +2782,7 @@ impl Daemon {
             }
             Request::Stop { id } => self.stop(&id),
             Request::Interrupt { id } => self.interrupt(&id).await,
-            Request::Send { id, text } => self.send_text(&id, &text).await,
+            Request::Send { id, text, raw } => self.send_text(&id, &text, raw).await,
             Request::Peek { id, lines } => self.peek(&id, lines).await,
             Request::Remove { id } => {
                 let (id, ended) = match self.registry.resolve(&id) {
@@ -3144,9 +3169,23 @@ impl Daemon {
             self.hook_files.insert(dir, req.harness.clone());
         }
         let mut env = req.env.clone();
-        env.retain(|(k, _)| k != "VOLEE_AGENT_ID");
+        env.retain(|(k, _)| k != "VOLEE_AGENT_ID" && k != "VOLEE_AGENT_TOKEN");
         // Hooks find their agent by this id, never by guessing from transcript files.
         env.push(("VOLEE_AGENT_ID".into(), id.to_string()));
+        // And prove they run in its pane with this secret: the id alone is no secret.
+        let token = match new_hook_token() {
+            Ok(t) => t,
+            Err(e) => {
+                return Err(Box::new(internal_error(&format!(
+                    "could not make the agent's hook token: {e}"
+                ))))
+            }
+        };
+        env.push(("VOLEE_AGENT_TOKEN".into(), token.0.clone()));
+        if let Some(agent) = self.registry.get_mut(id) {
+            agent.hook_token = Some(token);
+            self.save_needed = true;
+        }
         if let Some(p) = volee_harness::profile(&req.harness) {
             for (k, v) in p.launch_env {
                 env.retain(|(key, _)| key != k);
@@ -3273,12 +3312,13 @@ impl Daemon {
         }
     }
 
-    /// Type `text` into the agent per its profile's input rules, then submit it. Answers with the
+    /// Type `text` into the agent per its profile's input rules, then submit it once (unless
+    /// `raw`, the text is made inert first: [`volee_harness::sanitize_input`]). Answers with the
     /// agent as it was before, so the caller can see it react.
-    async fn send_text(&mut self, query: &str, text: &str) -> Response {
+    async fn send_text(&mut self, query: &str, text: &str, raw: bool) -> Response {
         if let Some(found) = self.live_zellij(query) {
             return match found {
-                Ok((id, cli, pane)) => self.send_text_zellij(&id, &cli, pane, text).await,
+                Ok((id, cli, pane)) => self.send_text_zellij(&id, &cli, pane, text, raw).await,
                 Err(resp) => *resp,
             };
         }
@@ -3306,6 +3346,14 @@ impl Daemon {
                 interrupt_key: "C-c",
                 settle_ms: 0,
             });
+        // Line breaks survive only inside the one bracketed paste; elsewhere each would submit.
+        let clean;
+        let text = if raw {
+            text
+        } else {
+            clean = volee_harness::sanitize_input(text, input.bracketed_paste);
+            clean.as_str()
+        };
         // An answer to a prompt or dialog (`y`, `1`) is a keystroke, not a paste: selection
         // dialogs ignore pasted text.
         let is_answer = before.state == volee_protocol::AgentState::NeedsYou
@@ -3383,10 +3431,19 @@ impl Daemon {
         cli: &volee_zellij::ZellijCli,
         pane: u32,
         text: &str,
+        raw: bool,
     ) -> Response {
         if text.contains('\0') {
             return user_error("the text contains a NUL byte", vec![]);
         }
+        // `write-chars` types keys, never a bracketed paste: a line break would submit.
+        let clean;
+        let text = if raw {
+            text
+        } else {
+            clean = volee_harness::sanitize_input(text, false);
+            clean.as_str()
+        };
         let Some(agent) = self.registry.get(id) else {
             return internal_error("agent vanished");
         };
@@ -3820,6 +3877,48 @@ fn random_bytes(n: usize) -> Vec<u8> {
 
 /// Hand the caller's cwd and environment to `volee pane-exec`: NUL-separated, 0600, renamed into
 /// place so the pane never reads half a file; the pane deletes it at once.
+/// A fresh hook token: 256 bits from the kernel, as hex.
+fn new_hook_token() -> std::io::Result<volee_protocol::HookToken> {
+    use std::io::Read;
+    let mut b = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(volee_protocol::HookToken(
+        b.iter().map(|x| format!("{x:02x}")).collect(),
+    ))
+}
+
+/// The last `cap` ids seen, oldest forgotten first.
+struct RecentIds {
+    order: std::collections::VecDeque<String>,
+    seen: HashSet<String>,
+    cap: usize,
+}
+
+impl RecentIds {
+    fn new(cap: usize) -> RecentIds {
+        RecentIds {
+            order: std::collections::VecDeque::new(),
+            seen: HashSet::new(),
+            cap,
+        }
+    }
+
+    /// Remember `id`; false when it was seen already.
+    fn insert(&mut self, id: &str) -> bool {
+        if self.seen.contains(id) {
+            return false;
+        }
+        if self.order.len() >= self.cap {
+            if let Some(old) = self.order.pop_front() {
+                self.seen.remove(&old);
+            }
+        }
+        self.order.push_back(id.to_string());
+        self.seen.insert(id.to_string());
+        true
+    }
+}
+
 fn write_env_file(path: &Path, cwd: &str, env: &[(String, String)]) -> std::io::Result<()> {
     let mut bytes = Vec::new();
     bytes.extend_from_slice(cwd.as_bytes());
@@ -3839,6 +3938,31 @@ fn write_env_file(path: &Path, cwd: &str, env: &[(String, String)]) -> std::io::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recent_ids_count_a_repeat_once_and_stay_bounded() {
+        let mut ids = RecentIds::new(2);
+        assert!(ids.insert("a"));
+        assert!(!ids.insert("a"), "a repeat is seen");
+        assert!(ids.insert("b"));
+        assert!(ids.insert("c"), "the oldest is forgotten");
+        assert_eq!(ids.order.len(), 2);
+        assert_eq!(ids.seen.len(), 2);
+        assert!(ids.insert("a"));
+        assert!(!ids.insert("c"));
+    }
+
+    #[test]
+    fn hook_tokens_are_long_random_and_never_printed() {
+        let (a, b) = (new_hook_token().unwrap(), new_hook_token().unwrap());
+        assert_eq!(a.0.len(), 64, "256 bits as hex");
+        assert_ne!(a, b);
+        assert!(!format!("{a:?}").contains(&a.0));
+        assert!(a.matches(Some(&a.clone())));
+        assert!(!a.matches(Some(&b)));
+        assert!(!a.matches(None));
+        assert!(!a.matches(Some(&volee_protocol::HookToken(a.0[..63].to_string()))));
+    }
 
     #[test]
     fn dead_values_parse() {

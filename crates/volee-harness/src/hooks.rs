@@ -2,7 +2,7 @@
 //! `docs/harnesses/`). `volee hook HARNESS EVENT` reports the raw event; the daemon asks
 //! [`hook_meaning`] which state, if any, it implies.
 
-use volee_protocol::AgentState;
+use volee_protocol::{AgentState, HookEvent};
 
 /// What one hook event says about the agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -292,10 +292,123 @@ pub fn session_id(payload: &serde_json::Value) -> Option<&str> {
         .filter(|s| !s.is_empty() && s.len() <= 200)
 }
 
+/// Largest hook payload read (bigger ones are rejected, the harness unaffected).
+pub const MAX_HOOK_BYTES: usize = 1024 * 1024;
+
+/// Payload fields a hook event keeps (short strings only).
+const HOOK_FIELDS: &[&str] = &[
+    "notification_type",
+    "notificationType",
+    "error",
+    "reason",
+    "source",
+    "status",
+    "stop_reason",
+    "stopReason",
+    "tool_name",
+];
+
+/// `ev` with what the hook's payload (`input`, its stdin, at most [`MAX_HOOK_BYTES`] + 1 bytes
+/// read) says: the harness's session id and the short fields the meanings read, or why the
+/// payload cannot be used. Empty input is no payload.
+pub fn read_hook_payload(mut ev: HookEvent, input: &[u8]) -> HookEvent {
+    if input.len() > MAX_HOOK_BYTES {
+        ev.error = Some(format!("payload larger than {MAX_HOOK_BYTES} bytes"));
+        return ev;
+    }
+    if input.iter().all(u8::is_ascii_whitespace) {
+        return ev;
+    }
+    match serde_json::from_slice::<serde_json::Value>(input) {
+        Ok(payload) => {
+            ev.session_id = session_id(&payload).map(String::from);
+            ev.fields = HOOK_FIELDS
+                .iter()
+                .filter_map(|k| {
+                    let v = payload.get(*k)?.as_str()?;
+                    (v.len() <= 200).then(|| ((*k).to_string(), v.to_string()))
+                })
+                .collect();
+        }
+        Err(e) => ev.error = Some(format!("malformed JSON: {e}")),
+    }
+    ev
+}
+
+/// The events of a hook spool (one JSON event per `\n`-ended line, as `volee hook` appends
+/// them), and for each line that is not one its number (from 1) and why. A bad line (not
+/// UTF-8, torn by a full disk, not an event) costs only itself.
+pub fn parse_hook_spool(bytes: &[u8]) -> (Vec<HookEvent>, Vec<(usize, String)>) {
+    let mut events = Vec::new();
+    let mut bad = Vec::new();
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<HookEvent>(line) {
+            Ok(ev) => events.push(ev),
+            Err(e) => bad.push((i + 1, e.to_string())),
+        }
+    }
+    (events, bad)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn base() -> HookEvent {
+        HookEvent {
+            agent: "a1".into(),
+            token: None,
+            event_id: None,
+            harness: "claude".into(),
+            event: "Stop".into(),
+            at_ms: 5,
+            session_id: None,
+            fields: Vec::new(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn payloads_give_the_session_and_short_fields_or_say_why_not() {
+        let ev = read_hook_payload(
+            base(),
+            br#"{"session_id":"s-1","reason":"end_turn","prompt":"long","error":7}"#,
+        );
+        assert_eq!(ev.session_id.as_deref(), Some("s-1"));
+        assert_eq!(ev.fields, [("reason".to_string(), "end_turn".to_string())]);
+        assert_eq!(ev.error, None);
+        assert_eq!(read_hook_payload(base(), b"  \n"), base());
+        let bad = read_hook_payload(base(), b"{ not json");
+        assert!(bad.error.unwrap().starts_with("malformed JSON"));
+        let huge = read_hook_payload(base(), &vec![b' '; MAX_HOOK_BYTES + 1]);
+        assert!(huge.error.unwrap().contains("larger than"));
+        let long = format!(r#"{{"reason":"{}"}}"#, "x".repeat(201));
+        assert!(read_hook_payload(base(), long.as_bytes()).fields.is_empty());
+    }
+
+    #[test]
+    fn a_bad_spool_line_costs_only_itself() {
+        let good = serde_json::to_vec(&base()).unwrap();
+        let mut spool = good.clone();
+        spool.extend_from_slice(b"\n\xff\xfe not utf-8\n{\"agent\":\"torn\n\n");
+        spool.extend_from_slice(&good);
+        spool.extend_from_slice(b"\n");
+        spool.extend_from_slice(&good[..good.len() / 2]);
+        let (events, bad) = parse_hook_spool(&spool);
+        assert_eq!(events, [base(), base()]);
+        assert_eq!(
+            bad.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            [2, 3, 6],
+            "{bad:?}"
+        );
+        // Old spools (no token, no id) still read.
+        let old = br#"{"agent":"a1","harness":"claude","event":"Stop","at_ms":5}"#;
+        assert_eq!(parse_hook_spool(old).0, [base()]);
+    }
 
     #[test]
     fn claude_turn_maps_to_states() {

@@ -5,15 +5,18 @@
 //! - [`rules`]: screen rules as data (TOML embedded in the binary, see `rules/`), each with an id,
 //!   a screen region, a pattern, an optional not-pattern and the state it means; classification is
 //!   a pure function over the pane's text, so fixtures of real screens test it;
-//! - [`hooks`]: what each harness's hook events mean, as data.
+//! - [`hooks`]: what each harness's hook events mean, as data;
+//! - [`input`]: text made inert before it is typed into an agent.
 
 pub mod hooks;
+pub mod input;
 pub mod instrument;
 pub mod listing;
 pub mod profile;
 pub mod rules;
 
 pub use hooks::{hook_events, hook_meaning, HookMeaning};
+pub use input::sanitize_input;
 pub use profile::{profile, profiles, InputRules, Instrumentation, Profile, PromptStyle, Source};
 
 pub use rules::{

@@ -261,11 +261,47 @@ fn generic_fit() -> ProfileFit {
     ProfileFit::Generic
 }
 
+/// The per-launch secret an agent's hooks present (`VOLEE_AGENT_TOKEN` in its pane's
+/// environment), so that a process that only knows an agent's id cannot speak for it. `Debug`
+/// never shows it, and it is never part of an [`AgentView`] or [`Explanation`].
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct HookToken(pub String);
+
+impl std::fmt::Debug for HookToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HookToken(…)")
+    }
+}
+
+impl HookToken {
+    /// Is `presented` this token? In constant time for tokens of the same length, so the
+    /// answer's timing tells nothing about how much of a guess was right.
+    pub fn matches(&self, presented: Option<&HookToken>) -> bool {
+        let Some(presented) = presented else {
+            return false;
+        };
+        let (a, b) = (self.0.as_bytes(), presented.0.as_bytes());
+        if a.len() != b.len() {
+            return false;
+        }
+        a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+}
+
 /// One harness hook event, as `volee hook HARNESS EVENT` reports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HookEvent {
     /// `VOLEE_AGENT_ID` of the hook's environment (empty when unset).
     pub agent: String,
+    /// `VOLEE_AGENT_TOKEN` of the hook's environment; an agent launched with a token ignores
+    /// events without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<HookToken>,
+    /// A random id of this event, so one delivered and then spooled too (its answer came late)
+    /// counts once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
     pub harness: String,
     pub event: String,
     /// Epoch milliseconds when the hook ran (kept when spooled and replayed).
@@ -309,6 +345,10 @@ pub enum Request {
     Send {
         id: String,
         text: String,
+        /// Type the text as it is, controls and line breaks included (`volee send --raw`);
+        /// otherwise it is made inert first (`volee_harness::sanitize_input`) and submitted once.
+        #[serde(default)]
+        raw: bool,
     },
     Peek {
         id: String,

@@ -476,3 +476,17 @@ fn control_mode_capture_of_bell_title_and_reply() {
         started.elapsed()
     );
 }
+
+#[test]
+fn message_text_is_literal_in_display_message() {
+    let Some(tmux) = Server::start(None) else {
+        return;
+    };
+    let raw = "at %H:%M:%S %% #{pane_id} ✓";
+    let got = tmux.ok(&[
+        "display-message",
+        "-p",
+        &volee_view::tmux_message_text(raw, 200),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&got), format!("{raw}\n"));
+}

@@ -13,6 +13,12 @@ pub fn tmux_text(raw: &str, max_chars: usize) -> String {
     tmux_escape(&plain_text(raw, max_chars))
 }
 
+/// `raw` made safe as a `display-message` text: [`tmux_text`], then `%` doubled, since tmux also
+/// runs the message through strftime (an agent named `%H%M%S` would show the time).
+pub fn tmux_message_text(raw: &str, max_chars: usize) -> String {
+    tmux_text(raw, max_chars).replace('%', "%%")
+}
+
 /// `text` with every `#` doubled, so tmux shows it literally instead of expanding it.
 pub fn tmux_escape(text: &str) -> String {
     text.replace('#', "##")
