@@ -34,22 +34,39 @@ fn processes_started_elsewhere_are_discovered_with_their_host() {
         "discovery_interval = \"1s\"\n",
     )
     .unwrap();
-    // A program whose process is called `claude` (a shell script: comm is the script's name).
+    // A program whose process is called `claude` (a shell script: comm is the script's name),
+    // installed as a package whose manifest says its version. Run with `--version`, it notes who
+    // asked: discovery reads the manifest and never runs what a process's arguments name.
     let bin = env.root().join("fakebin");
     std::fs::create_dir_all(&bin).unwrap();
-    let claude = bin.join("claude");
+    let package = env
+        .root()
+        .join("lib/node_modules/@anthropic-ai/claude-code");
+    std::fs::create_dir_all(package.join("bin")).unwrap();
     std::fs::write(
-        &claude,
-        concat!(
-            "#!/bin/sh\n[ \"$1\" = --version ] && { echo '2.1.332 (Claude Code)'; exit 0; }\n",
-            // Like Claude: publish the session in ~/.claude/sessions/<pid>.json.
-            "mkdir -p \"$HOME/.claude/sessions\"\n",
-            "printf '{\"pid\":%s,\"sessionId\":\"disc-%s\",\"status\":\"idle\"}' $$ $$ > \"$HOME/.claude/sessions/$$.json\"\n",
-            "while :; do sleep 1; done\n"
+        package.join("package.json"),
+        r#"{"name":"@anthropic-ai/claude-code","version":"2.1.332"}"#,
+    )
+    .unwrap();
+    let asked = env.root().join("asked-version");
+    let script = package.join("bin/claude");
+    std::fs::write(
+        &script,
+        format!(
+            concat!(
+                "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo $PPID >> '{}'; echo '2.1.332 (Claude Code)'; exit 0; }}\n",
+                // Like Claude: publish the session in ~/.claude/sessions/<pid>.json.
+                "mkdir -p \"$HOME/.claude/sessions\"\n",
+                "printf '{{\"pid\":%s,\"sessionId\":\"disc-%s\",\"status\":\"idle\"}}' $$ $$ > \"$HOME/.claude/sessions/$$.json\"\n",
+                "while :; do sleep 1; done\n"
+            ),
+            asked.display()
         ),
     )
     .unwrap();
-    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let claude = bin.join("claude");
+    std::os::unix::fs::symlink(&script, &claude).unwrap();
     env.extra_env.push((
         "PATH".into(),
         format!(
@@ -134,7 +151,7 @@ fn processes_started_elsewhere_are_discovered_with_their_host() {
         format!("disc-{pid}").as_str(),
         "{pane_agent}"
     );
-    // Its version is asked off the daemon's loop: generic rules until it answers.
+    // Its version is learnt off the daemon's loop: generic rules until then.
     let versioned = wait_until(
         "the discovered agent's version",
         Duration::from_secs(10),
@@ -144,11 +161,15 @@ fn processes_started_elsewhere_are_discovered_with_their_host() {
         },
         || env.agent(pane_agent["id"].as_str().unwrap()).to_string(),
     );
-    assert_eq!(
-        versioned["harness_version"], "2.1.332 (Claude Code)",
-        "{versioned}"
-    );
+    assert_eq!(versioned["harness_version"], "2.1.332", "{versioned}");
     assert_eq!(versioned["profile_fit"], "measured");
+    // Only `volee launch` asked (the user's own command); the daemon ran nothing.
+    let daemon = env.daemon_pid().unwrap().to_string();
+    let askers = std::fs::read_to_string(&asked).unwrap_or_default();
+    assert!(
+        !askers.lines().any(|ppid| ppid == daemon),
+        "the daemon ({daemon}) ran the found script: {askers:?}"
+    );
     wait_until(
         "the discovered agent's state comes from its status file",
         Duration::from_secs(5),
@@ -242,4 +263,151 @@ impl Drop for KillOnDrop {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Another user's process named `claude` is theirs: a root daemon never runs the program it names
+/// (`--version` ran it as root), never lists it, never signals it. The user's own `claude`, beside
+/// it, is discovered as usual — the scans did look.
+#[test]
+fn another_users_harness_process_is_never_run_nor_listed() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    if !volee_test_support::require_root("a process of a second Unix user")
+        || !require("setpriv", "a process of a second Unix user")
+        || !require("useradd", "a second Unix user")
+    {
+        return;
+    }
+    std::fs::write(
+        env.volee_home().join("config/config.toml"),
+        "discovery_interval = \"1s\"\n",
+    )
+    .unwrap();
+    let user = volee_test_support::TempUser::create();
+    // Outside the test's private directory, so the other user can run the script; the marker
+    // directory takes a note from whoever runs it with `--version`.
+    let shared = tempfile::Builder::new()
+        .prefix("volee-foreign-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let notes = shared.path().join("notes");
+    std::fs::create_dir(&notes).unwrap();
+    std::fs::set_permissions(&notes, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let marker = notes.join("ran-version");
+    let script = |dir: &str| {
+        let path = shared.path().join(dir).join("claude");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::set_permissions(
+            path.parent().unwrap(),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\n[ \"$1\" = --version ] && {{ id -u >> '{}'; echo '2.1.332 (Claude Code)'; exit 0; }}\nwhile :; do sleep 1; done\n",
+                marker.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    let theirs = script("theirs");
+    let mine = script("mine");
+
+    // Their `claude`, in a window of the root user's tmux (so its environment names the server).
+    let uid = format!("--reuid={}", user.uid);
+    let gid = format!("--regid={}", user.gid);
+    let their_pane = env
+        .tmux(&[
+            "new-window",
+            "-d",
+            "-P",
+            "-F",
+            "#{pane_id}",
+            "-t",
+            "main:",
+            "setpriv",
+            &uid,
+            &gid,
+            "--clear-groups",
+            "--",
+            theirs.to_str().unwrap(),
+        ])
+        .trim()
+        .to_string();
+    let their_pid = wait_until(
+        "the other user's claude runs",
+        Duration::from_secs(10),
+        || {
+            user.pids().into_iter().find(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default()
+                    == "claude\n"
+            })
+        },
+        || format!("{:?}", user.pids()),
+    );
+    let my_pane = env
+        .tmux(&[
+            "new-window",
+            "-d",
+            "-P",
+            "-F",
+            "#{pane_id}",
+            "-t",
+            "main:",
+            mine.to_str().unwrap(),
+        ])
+        .trim()
+        .to_string();
+
+    // Two scans (the first `ls` starts the daemon; each `--rescan` reads every process).
+    let mine_found = wait_until(
+        "the user's own claude is discovered",
+        Duration::from_secs(10),
+        || {
+            agents(&env)
+                .into_iter()
+                .find(|a| a["origin"] == "discovered" && a["host"]["pane"] == my_pane.as_str())
+        },
+        || env.ok(["ls", "--all", "--json"]),
+    );
+    let all = agents(&env);
+    // A version task would have run by now (it starts at discovery and has 3 s).
+    std::thread::sleep(Duration::from_secs(4));
+    let all_after = agents(&env);
+    for list in [&all, &all_after] {
+        let foreign: Vec<&Value> = list
+            .iter()
+            .filter(|a| {
+                a["pid"].as_i64() == Some(i64::from(their_pid))
+                    || a["host"]["pane"] == their_pane.as_str()
+            })
+            .collect();
+        assert!(
+            foreign.is_empty(),
+            "another user's process listed: {foreign:?}"
+        );
+    }
+    assert_eq!(mine_found["harness"], "claude");
+    // Nobody ran either script with `--version`: not theirs (the old root daemon did), not ours.
+    assert!(
+        !marker.exists(),
+        "a found claude was run with --version, by uid {:?}",
+        std::fs::read_to_string(&marker)
+    );
+    // Their process was left alone.
+    assert!(
+        std::path::Path::new(&format!("/proc/{their_pid}")).exists(),
+        "the other user's process was ended"
+    );
+    // Stopping by its pid or pane finds nothing to stop.
+    let out = env.run(["stop", &their_pid.to_string()]);
+    assert!(!out.status.success(), "stop found another user's process");
+    env.tmux(&["kill-pane", "-t", &their_pane]);
+    env.tmux(&["kill-pane", "-t", &my_pane]);
+    drop(user);
 }
