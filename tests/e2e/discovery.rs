@@ -411,3 +411,118 @@ fn another_users_harness_process_is_never_run_nor_listed() {
     env.tmux(&["kill-pane", "-t", &my_pane]);
     drop(user);
 }
+
+/// A harness that relaunches its inner process (Gemini CLI and Qwen Code restart it for more
+/// heap or after a settings change; the launcher waits for it) stays the same agent: same id,
+/// moved to the new process, never "process gone" and found again as a new agent.
+#[test]
+fn a_harness_that_relaunches_itself_keeps_its_agent_id() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    std::fs::write(
+        env.volee_home().join("config/config.toml"),
+        "discovery_interval = \"1s\"\n",
+    )
+    .unwrap();
+    // A stand-in named `qwen` (comm is the script's name): the launcher runs an inner process,
+    // and when that one exits (told to, by a file) starts a second one, as a relaunch does —
+    // after a gap longer than a scan interval, so scans see no inner process for a while.
+    let dir = env.root().join("relaunch");
+    std::fs::create_dir_all(&dir).unwrap();
+    let qwen = dir.join("qwen");
+    let go = dir.join("relaunch-now");
+    std::fs::write(
+        &qwen,
+        format!(
+            concat!(
+                "#!/bin/sh\n",
+                "case \"$1\" in\n",
+                "  --inner-1) while [ ! -e '{go}' ]; do sleep 0.05; done; exit 0 ;;\n",
+                "  --inner-2) while :; do sleep 1; done ;;\n",
+                "esac\n",
+                // The gap a loaded machine may leave before the next inner process runs.
+                "\"$0\" --inner-1\n",
+                "sleep 2\n",
+                "\"$0\" --inner-2\n",
+            ),
+            go = go.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&qwen, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let pane = env
+        .tmux(&[
+            "new-window",
+            "-d",
+            "-P",
+            "-F",
+            "#{pane_id}",
+            "-t",
+            "main:",
+            qwen.to_str().unwrap(),
+        ])
+        .trim()
+        .to_string();
+    let in_pane = |env: &volee_test_support::TestEnv| -> Vec<Value> {
+        agents(env)
+            .into_iter()
+            .filter(|a| a["origin"] == "discovered" && a["host"]["pane"] == pane.as_str())
+            .collect()
+    };
+    let inner_1 = |a: &Value| {
+        let pid = a["pid"].as_i64().unwrap_or(0);
+        std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+            .unwrap_or_default()
+            .contains("--inner-1")
+    };
+    let first = wait_until(
+        "the harness is discovered at its inner process",
+        Duration::from_secs(10),
+        || in_pane(&env).into_iter().find(&inner_1),
+        || env.ok(["ls", "--all", "--json"]),
+    );
+    let id = first["id"].as_str().unwrap().to_string();
+    let old_pid = first["pid"].as_i64().unwrap();
+
+    // The inner process exits; the launcher starts the next one.
+    std::fs::write(&go, "").unwrap();
+    volee_test_support::wait_process_gone(
+        "the first inner process",
+        old_pid,
+        Duration::from_secs(5),
+    );
+    // (In the gap it may stand at the launcher, the harness's only process then.)
+    let runs_inner_2 = |pid: i64| {
+        std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+            .unwrap_or_default()
+            .contains("--inner-2")
+    };
+    let moved = wait_until(
+        "the agent follows its harness to the relaunched process",
+        Duration::from_secs(15),
+        || {
+            let a = env.agent(&id);
+            (a["state"] != "stopped" && a["pid"].as_i64().is_some_and(runs_inner_2)).then_some(a)
+        },
+        || env.ok(["ls", "--all", "--json"]),
+    );
+    assert_ne!(moved["pid"].as_i64(), Some(old_pid));
+    // A few scans later: still one live agent in the pane, the same one.
+    std::thread::sleep(Duration::from_secs(2));
+    let agents_now = in_pane(&env);
+    assert_eq!(
+        agents_now.len(),
+        1,
+        "one agent in the pane, not an ended one and a new one: {agents_now:?}"
+    );
+    assert_eq!(agents_now[0]["id"], id.as_str());
+    assert_ne!(agents_now[0]["state"], "stopped", "{agents_now:?}");
+    env.tmux(&["kill-pane", "-t", &pane]);
+    wait_until(
+        "the agent ends with its pane",
+        Duration::from_secs(10),
+        || (env.agent(&id)["state"] == "stopped").then_some(()),
+        || env.agent(&id).to_string(),
+    );
+}

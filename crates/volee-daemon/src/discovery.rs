@@ -66,7 +66,8 @@ pub const RESTART_TICKS: u64 = 30 * 100;
 /// - its process is now a wrapper of a deeper one (a launcher chain still growing: Qwen starts
 ///   three node processes);
 /// - its process is gone and a new one of the same harness runs under the same launcher (Gemini
-///   and Qwen relaunch their inner node process, for more heap or after a settings change);
+///   and Qwen relaunch their inner node process, for more heap or after a settings change), or
+///   is that launcher;
 /// - its process is gone and a new one of the same harness, started within [`RESTART_TICKS`]
 ///   (`now_ticks`), runs on the same terminal (a relaunch whose launcher exited).
 ///
@@ -99,12 +100,11 @@ pub fn successor<'a>(
             .get(&f.pid)
             .is_some_and(|p| p.stat.start_time >= seen.start_time)
     };
-    if let Some(f) = found
-        .iter()
-        .filter(same)
-        .filter(|f| started_after(f))
-        .find(|f| f.wrappers.iter().any(|w| seen.wrappers.contains(w)))
-    {
+    if let Some(f) = found.iter().filter(same).find(|f| {
+        // A launcher that now runs the harness itself (its child exited, it `exec`ed on).
+        seen.wrappers.contains(&f.pid)
+            || (started_after(f) && f.wrappers.iter().any(|w| seen.wrappers.contains(w)))
+    }) {
         return Some(f);
     }
     let now = now_ticks?;
@@ -724,6 +724,11 @@ mod tests {
         );
         // Without what the last scan saw (a restored agent), only a grown chain is followed.
         assert_eq!(next(401, None, &relaunched, &none), None);
+        // The launcher itself goes on as the harness (its child exited, it exec'ed on).
+        assert_eq!(
+            next(401, Some(&seen), &[found("qwen", 400, &[])], &none),
+            Some(400)
+        );
     }
 
     #[test]
