@@ -526,3 +526,124 @@ fn a_harness_that_relaunches_itself_keeps_its_agent_id() {
         || env.agent(&id).to_string(),
     );
 }
+
+/// A discovered agent's stored pid is rechecked before it is signalled: pids are reused. Here
+/// the registry (as a daemon restart finds it) names pids that now belong to another user's
+/// `claude` and to an unrelated process of the user's; with discovery off, nothing rescans them.
+/// The first agent ends when the daemon loads it, the second when `volee stop` rechecks its pid,
+/// both as "process gone"; neither process is signalled.
+#[test]
+fn stop_never_signals_a_reused_pid() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    if !volee_test_support::require_root("a process of a second Unix user")
+        || !require("setpriv", "a process of a second Unix user")
+        || !require("useradd", "a second Unix user")
+    {
+        return;
+    }
+    let config = env.volee_home().join("config/config.toml");
+    std::fs::write(&config, "discovery_interval = \"1s\"\n").unwrap();
+    let user = volee_test_support::TempUser::create();
+    let shared = tempfile::Builder::new()
+        .prefix("volee-reuse-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let claude = shared.path().join("claude");
+    std::fs::write(&claude, "#!/bin/sh\nwhile :; do sleep 1; done\n").unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    // Two agents discovered as usual.
+    let mut panes = Vec::new();
+    for _ in 0..2 {
+        panes.push(
+            env.tmux(&[
+                "new-window",
+                "-d",
+                "-P",
+                "-F",
+                "#{pane_id}",
+                "-t",
+                "main:",
+                claude.to_str().unwrap(),
+            ])
+            .trim()
+            .to_string(),
+        );
+    }
+    let ids: Vec<String> = wait_until(
+        "both claude processes are discovered",
+        Duration::from_secs(10),
+        || {
+            let ids: Vec<String> = panes
+                .iter()
+                .filter_map(|pane| {
+                    agents(&env)
+                        .into_iter()
+                        .find(|a| a["origin"] == "discovered" && a["host"]["pane"] == pane.as_str())
+                        .map(|a| a["id"].as_str().unwrap().to_string())
+                })
+                .collect();
+            (ids.len() == 2).then_some(ids)
+        },
+        || env.ok(["ls", "--all", "--json"]),
+    );
+    env.ok(["daemon", "stop"]);
+    std::fs::write(&config, "discovery_interval = \"off\"\n").unwrap();
+
+    // The pids are reused meanwhile: by another user's claude, by a process of the user's own.
+    let mut theirs = user
+        .command(claude.to_str().unwrap())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut mine = Command::new("sleep").arg("600").spawn().unwrap();
+    let reused = [i64::from(theirs.id()), i64::from(mine.id())];
+    let registry = env.volee_home().join("state/agents.json");
+    let mut file: Value =
+        serde_json::from_str(&std::fs::read_to_string(&registry).unwrap()).unwrap();
+    for agent in file["agents"].as_array_mut().unwrap() {
+        if let Some(i) = ids.iter().position(|id| agent["id"] == id.as_str()) {
+            agent["pid"] = reused[i].into();
+        }
+    }
+    std::fs::write(&registry, serde_json::to_string(&file).unwrap()).unwrap();
+
+    // The daemon starts again: the agent whose pid is another user's ends at once, and a stop
+    // of it is refused; the other one's pid is the user's, so stop looks closer before it acts.
+    let first = env.agent(&ids[0]);
+    assert_eq!(first["state"], "stopped", "{first}");
+    let out = env.run(["stop", &ids[0]]);
+    assert!(!out.status.success(), "stop of an ended agent succeeded");
+    env.ok(["stop", &ids[1]]);
+    for id in &ids {
+        wait_until(
+            "the agent whose pid was reused has ended",
+            Duration::from_secs(5),
+            || {
+                let a = env.agent(id);
+                (a["state"] == "stopped" && a["evidence"] == "process gone").then_some(())
+            },
+            || env.agent(id).to_string(),
+        );
+    }
+    // Past the stop's SIGKILL escalation: both processes live on, unsignalled.
+    std::thread::sleep(Duration::from_millis(3500));
+    assert!(
+        theirs.try_wait().unwrap().is_none(),
+        "the other user's process was signalled"
+    );
+    assert!(
+        mine.try_wait().unwrap().is_none(),
+        "the unrelated process was signalled"
+    );
+    let _ = mine.kill();
+    let _ = mine.wait();
+    drop(user);
+    let _ = theirs.wait();
+    for pane in &panes {
+        env.tmux(&["kill-pane", "-t", pane]);
+    }
+}
