@@ -3,43 +3,13 @@
 //! nothing — not a Hello, not a launch's environment.
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use volee_test_support::TempUser;
+
 use crate::{output_within, setup};
-
-/// A Unix user made for one test, removed on drop (even when the test panics).
-struct TempUser {
-    name: String,
-    uid: u32,
-    gid: u32,
-}
-
-impl TempUser {
-    fn create() -> TempUser {
-        let name = format!("voleet{}", std::process::id());
-        let status = Command::new("useradd")
-            .args(["--no-create-home", "--user-group", "--shell", "/bin/false"])
-            .arg(&name)
-            .status()
-            .unwrap();
-        assert!(status.success(), "useradd {name} failed");
-        let id = |flag: &str| -> u32 {
-            let out = Command::new("id").arg(flag).arg(&name).output().unwrap();
-            String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
-        };
-        let (uid, gid) = (id("-u"), id("-g"));
-        TempUser { name, uid, gid }
-    }
-}
-
-impl Drop for TempUser {
-    fn drop(&mut self) {
-        let _ = Command::new("userdel").arg(&self.name).status();
-    }
-}
 
 /// A child process killed (by its pid) on drop.
 struct Killed(Child);
@@ -81,12 +51,11 @@ while True:
         with open(record, "ab") as f:
             f.write(b)
 "#;
-    let child = Command::new(python)
+    let child = user
+        .command(&python.display().to_string())
         .args(["-c", script])
         .arg(dir)
         .arg(record)
-        .uid(user.uid)
-        .gid(user.gid)
         .env_clear()
         .stdin(Stdio::null())
         .spawn()

@@ -101,7 +101,7 @@ enum Msg {
     },
     /// What an OpenCode agent's own server said (agent id, update).
     Opencode(String, crate::opencode_server::Update),
-    /// A discovered agent's program answered `--version` (read off the actor: it can take
+    /// A discovered agent's version, learnt off the actor (a native binary's `--version` can take
     /// seconds, longer on a harness's first run).
     VersionRead {
         id: String,
@@ -559,6 +559,9 @@ struct Daemon {
     process_rules: Vec<volee_procscan::ProcessRule>,
     /// Repeated `/proc` scans (old processes that are no candidates are re-read in turn).
     scanner: volee_procscan::Scanner,
+    /// What the last scan saw of each discovered agent's process: its start time (with the pid,
+    /// it tells that process from a later one that got the same pid), launcher and terminal.
+    discovered: HashMap<String, crate::discovery::Seen>,
     /// Modification time of each agent's status file when last read.
     listing_seen: HashMap<String, SystemTime>,
     last_listing_poll: Millis,
@@ -641,6 +644,7 @@ impl Daemon {
             watched_dirs: HashSet::new(),
             process_rules: crate::discovery::rules(),
             scanner: volee_procscan::Scanner::new(volee_procscan::ProcRoot::default()),
+            discovered: HashMap::new(),
             last_listing_poll: 0,
             changed: HashSet::new(),
             save_needed: false,
@@ -659,6 +663,7 @@ impl Daemon {
                 self.hook_files = file.hook_files.into_iter().collect();
                 self.quiet_until = file.quiet_until.filter(|u| *u > now_ms());
                 tracing::info!("loaded {} agents", self.registry.len());
+                self.drop_foreign_restored();
             }
             Ok(Loaded::Missing) => {}
             Ok(Loaded::Corrupt { kept_as, error }) => {
@@ -669,6 +674,73 @@ impl Daemon {
             }
             Err(e) => tracing::error!("could not read the registry: {e}"),
         }
+    }
+
+    /// A discovered agent restored from the registry whose pid is now another user's process (or
+    /// no process) is not that agent any more: its process is gone. Checked at once, before any
+    /// request could signal that pid.
+    fn drop_foreign_restored(&mut self) {
+        let root = self.scanner.root().clone();
+        let uid = nix::unistd::getuid().as_raw();
+        let now = now_ms();
+        for agent in self.registry.iter_mut() {
+            if agent.origin != Origin::Discovered || agent.is_ended() {
+                continue;
+            }
+            let ours = agent
+                .pid
+                .and_then(|pid| root.read(pid))
+                .is_some_and(|p| volee_procscan::owned_by(&p, uid));
+            if !ours {
+                tracing::info!(
+                    "restored agent {}: pid {:?} is no longer the user's process",
+                    agent.id,
+                    agent.pid
+                );
+                agent.signals.process_gone = Some(now);
+                agent.reevaluate(now, &self.arbiter);
+                self.changed.insert(agent.id.clone());
+                self.save_needed = true;
+            }
+        }
+    }
+
+    /// Is a discovered agent's stored pid still its process? Pids are reused: the pid must be a
+    /// process of the user's (real and effective uid), started when the one found was (when that
+    /// is known: agents restored from the registry), and of the agent's harness. Launched agents
+    /// are volee's own panes' processes and always count.
+    fn still_its_process(&self, id: &str) -> bool {
+        let Some(agent) = self.registry.get(id) else {
+            return false;
+        };
+        if agent.origin != Origin::Discovered {
+            return true;
+        }
+        let Some(p) = agent.pid.and_then(|pid| self.scanner.root().read(pid)) else {
+            return false;
+        };
+        if !volee_procscan::owned_by(&p, nix::unistd::getuid().as_raw()) {
+            return false;
+        }
+        match self.discovered.get(id) {
+            Some(seen) => p.stat.start_time == seen.start_time,
+            None => self
+                .process_rules
+                .iter()
+                .any(|r| r.harness == agent.harness && volee_procscan::matches(r, &p)),
+        }
+    }
+
+    /// The discovered agent's pid is no longer its process: it ended, "process gone".
+    fn end_vanished(&mut self, id: &str) {
+        let now = now_ms();
+        if let Some(a) = self.registry.get_mut(id) {
+            tracing::info!("agent {id}: pid {:?} is no longer its process", a.pid);
+            a.signals.process_gone.get_or_insert(now);
+            a.reevaluate(now, &self.arbiter);
+        }
+        self.changed.insert(id.to_string());
+        self.save_needed = true;
     }
 
     fn save(&mut self) {
@@ -822,11 +894,13 @@ impl Daemon {
             .filter_map(|a| a.pid)
             .collect();
         // The daemon's own children are never agents: a discovered agent's `--version` run
-        // (`codex --version` is a node process like the agent) found as a new agent asked its
+        // (native `codex --version` looks like the agent) found as a new agent asked its
         // version again, and so on — hundreds of processes on a loaded machine (seen in CI).
         launched.insert(std::process::id());
+        // Only the user's own processes: another user's `claude` is their program, not an agent.
+        let uid = nix::unistd::getuid().as_raw();
         let found: Vec<volee_procscan::Found> =
-            volee_procscan::find_agents(&procs, &self.process_rules)
+            volee_procscan::find_agents(&procs, &self.process_rules, uid)
                 .into_iter()
                 .filter(|f| !crate::discovery::is_launched(f, &parents, &launched))
                 .filter(|f| {
@@ -841,34 +915,85 @@ impl Daemon {
                         })
                 })
                 .collect();
-        // A launcher chain may still be growing when a scan sees it (Qwen's launcher starts a
-        // second and then a third node process): an agent found at a process that is now a
-        // wrapper of a deeper one follows it to the innermost process, where the session runs.
+        // A harness may go on in another process: a launcher chain still growing when a scan
+        // saw it (Qwen's launcher starts a second and then a third node process), or a relaunch
+        // of its inner process (Gemini and Qwen restart it for more heap or new settings). The
+        // agent follows it, same id, instead of ending and being found again as a new one.
+        let by_pid: HashMap<u32, &volee_procscan::Proc> =
+            procs.iter().map(|p| (p.stat.pid, p)).collect();
+        let now_ticks = self.scanner.last_stats().now_ticks;
+        let mut taken: HashSet<u32> = self
+            .registry
+            .iter()
+            .filter(|a| a.origin == Origin::Discovered && !a.is_ended())
+            .filter_map(|a| a.pid)
+            .collect();
         for agent in self.registry.iter_mut() {
             if agent.origin != Origin::Discovered || agent.is_ended() {
                 continue;
             }
             let Some(pid) = agent.pid else { continue };
-            if let Some(f) = found
-                .iter()
-                .find(|f| f.harness == agent.harness && f.pid != pid && f.wrappers.contains(&pid))
-            {
-                tracing::info!(
-                    "agent {} moves from pid {pid} to its innermost process {}",
-                    agent.id,
-                    f.pid
+            let seen = self.discovered.get(&agent.id);
+            let next = crate::discovery::successor(
+                &agent.harness,
+                pid,
+                seen,
+                &found,
+                &by_pid,
+                &taken,
+                now_ticks,
+            );
+            let Some(f) = next else {
+                // Still its process: remember how it looks now (restored agents start unknown).
+                if let Some(p) = found
+                    .iter()
+                    .find(|f| f.pid == pid && f.harness == agent.harness)
+                    .and(by_pid.get(&pid))
+                {
+                    let start_time = seen.map_or(p.stat.start_time, |s| s.start_time);
+                    let wrappers = found
+                        .iter()
+                        .find(|f| f.pid == pid)
+                        .map(|f| f.wrappers.clone())
+                        .unwrap_or_default();
+                    self.discovered.insert(
+                        agent.id.clone(),
+                        crate::discovery::Seen {
+                            start_time,
+                            wrappers,
+                            tty_nr: p.stat.tty_nr,
+                        },
+                    );
+                }
+                continue;
+            };
+            tracing::info!(
+                "agent {} moves from pid {pid} to pid {} (its harness went on there)",
+                agent.id,
+                f.pid
+            );
+            taken.remove(&pid);
+            taken.insert(f.pid);
+            agent.pid = Some(f.pid);
+            if let Some(p) = by_pid.get(&f.pid) {
+                self.discovered.insert(
+                    agent.id.clone(),
+                    crate::discovery::Seen {
+                        start_time: p.stat.start_time,
+                        wrappers: f.wrappers.clone(),
+                        tty_nr: p.stat.tty_nr,
+                    },
                 );
-                agent.pid = Some(f.pid);
-                // Published per process: ask again for the new one.
-                agent.session_id = None;
-                // Status files are named by pid (`sessions/<pid>.json`).
-                agent.status_file = agent.status_file.as_deref().and_then(|status| {
-                    let dir = Path::new(status).parent()?;
-                    Some(dir.join(format!("{}.json", f.pid)).display().to_string())
-                });
-                self.changed.insert(agent.id.clone());
-                self.save_needed = true;
             }
+            // Published per process: ask again for the new one.
+            agent.session_id = None;
+            // Status files are named by pid (`sessions/<pid>.json`).
+            agent.status_file = agent.status_file.as_deref().and_then(|status| {
+                let dir = Path::new(status).parent()?;
+                Some(dir.join(format!("{}.json", f.pid)).display().to_string())
+            });
+            self.changed.insert(agent.id.clone());
+            self.save_needed = true;
         }
         // Discovered agents whose process is gone.
         for agent in self.registry.iter_mut() {
@@ -882,6 +1007,13 @@ impl Daemon {
                 self.save_needed = true;
             }
         }
+        let live: HashSet<&str> = self
+            .registry
+            .iter()
+            .filter(|a| a.origin == Origin::Discovered && a.signals.process_gone.is_none())
+            .map(|a| a.id.as_str())
+            .collect();
+        self.discovered.retain(|id, _| live.contains(id.as_str()));
         // A harness may publish its session id after it started (Qwen and Grok write theirs at
         // the first prompt; Codex opens its rollout file then): ask again for those without.
         for agent in self.registry.iter_mut() {
@@ -909,8 +1041,6 @@ impl Daemon {
         if new.is_empty() {
             return;
         }
-        let by_pid: HashMap<u32, &volee_procscan::Proc> =
-            procs.iter().map(|p| (p.stat.pid, p)).collect();
         let mut panes_by_socket: HashMap<PathBuf, Vec<crate::discovery::PaneInfo>> = HashMap::new();
         for f in new {
             let Some(proc_) = by_pid.get(&f.pid) else {
@@ -961,20 +1091,22 @@ impl Daemon {
                 .cwd(f.pid)
                 .map(|p| p.display().to_string())
                 .unwrap_or_default();
-            // The installed version decides the screen rules (profile_fit), as at launch. Asked
-            // off the actor (a `--version` can take seconds: Copilot unpacks itself on its first
-            // run); generic rules until it answers.
+            // The installed version decides the screen rules (profile_fit), as at launch. Learnt
+            // off the actor (a native binary's `--version` can take seconds: Copilot unpacks
+            // itself on its first run); generic rules until it is known.
             {
-                let command =
-                    crate::discovery::version_command(&proc_.argv, root.exe(f.pid).as_deref());
-                let (home, tx, id) = (var("HOME"), self.tx.clone(), id.clone());
+                let ask = VersionAsk {
+                    root: root.clone(),
+                    pid: f.pid,
+                    uid: nix::unistd::getuid().as_raw(),
+                    start_time: proc_.stat.start_time,
+                    argv: proc_.argv.clone(),
+                    package: volee_harness::profile(&f.harness).and_then(|p| p.package),
+                    home: var("HOME"),
+                };
+                let (tx, id) = (self.tx.clone(), id.clone());
                 tokio::spawn(async move {
-                    let mut version =
-                        read_version(&command, home.clone(), Duration::from_secs(3)).await;
-                    if version.is_none() {
-                        version = read_version(&command, home, Duration::from_secs(30)).await;
-                    }
-                    if let Some(version) = version {
+                    if let Some(version) = learn_version(ask).await {
                         let _ = tx.send(Msg::VersionRead { id, version });
                     }
                 });
@@ -999,6 +1131,14 @@ impl Daemon {
             );
             record.origin = Origin::Discovered;
             record.pid = Some(f.pid);
+            self.discovered.insert(
+                id.clone(),
+                crate::discovery::Seen {
+                    start_time: proc_.stat.start_time,
+                    wrappers: f.wrappers.clone(),
+                    tty_nr: proc_.stat.tty_nr,
+                },
+            );
             record.worktree = crate::worktree::linked_worktree(Path::new(&record.cwd));
             record.status_file = var("HOME")
                 .and_then(|home| {
@@ -1291,7 +1431,11 @@ impl Daemon {
                 }
             }
             Msg::EscalateStop { id } => {
-                if let Some(agent) = self.registry.get(&id) {
+                if !self.still_its_process(&id) {
+                    if self.registry.get(&id).is_some_and(|a| !a.is_ended()) {
+                        self.end_vanished(&id);
+                    }
+                } else if let Some(agent) = self.registry.get(&id) {
                     if !agent.is_ended() {
                         if let Some(pid) = agent.pid {
                             tracing::info!("agent {id} ignored SIGTERM; sending SIGKILL");
@@ -3289,6 +3433,14 @@ impl Daemon {
             Ok(x) => x,
             Err(resp) => return *resp,
         };
+        // Never signal a pid that is now someone else's process.
+        if !self.still_its_process(&id) {
+            self.end_vanished(&id);
+            return match self.registry.get(&id) {
+                Some(a) => Response::Agent { agent: a.view() },
+                None => Response::Ok,
+            };
+        }
         let now = now_ms();
         if let Some(a) = self.registry.get_mut(&id) {
             a.signals.stop_requested = Some(now);
@@ -3715,18 +3867,86 @@ fn parse_zombie_stat(stat: &str) -> Option<(Option<i32>, Option<i32>)> {
     })
 }
 
-/// `PROGRAM … --version`, bounded to `limit`; the first line when it holds a version number.
-async fn read_version(command: &[String], home: Option<String>, limit: Duration) -> Option<String> {
-    let (program, args) = command.split_first()?;
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args)
+/// What is known of a found process for learning its version.
+struct VersionAsk {
+    root: volee_procscan::ProcRoot,
+    pid: u32,
+    /// The daemon's user: the process and its executable must be theirs (or root's, for the file).
+    uid: u32,
+    start_time: u64,
+    argv: Vec<String>,
+    /// The profile's package (`package.json` name or PyPI distribution).
+    package: Option<&'static str>,
+    /// The process's HOME, where a native binary keeps its state (Copilot unpacks itself there).
+    home: Option<String>,
+}
+
+/// A found process's version, as [`crate::discovery::version_source`] says to learn it: read from
+/// its package's files, or asked of its checked native executable (3 s, then once more for up to
+/// 30 s), or not at all.
+async fn learn_version(ask: VersionAsk) -> Option<String> {
+    use crate::discovery::VersionSource;
+    let (ask, source) = tokio::task::spawn_blocking(move || {
+        let exe = ask.root.exe(ask.pid);
+        let cwd = ask.root.cwd(ask.pid);
+        let source = crate::discovery::version_source(
+            exe.as_deref(),
+            &ask.argv,
+            cwd.as_deref(),
+            ask.package,
+        );
+        (ask, source)
+    })
+    .await
+    .ok()?;
+    match source {
+        VersionSource::PackageJson(_) | VersionSource::PythonMetadata(_) => {
+            let package = ask.package;
+            tokio::task::spawn_blocking(move || {
+                crate::discovery::read_manifest_version(&source, package)
+            })
+            .await
+            .ok()
+            .flatten()
+        }
+        VersionSource::Executable => {
+            if let Some(v) = ask_executable(&ask, Duration::from_secs(3)).await {
+                return Some(v);
+            }
+            ask_executable(&ask, Duration::from_secs(30)).await
+        }
+        VersionSource::Unknown => {
+            tracing::info!("pid {}: no safe way to learn its version", ask.pid);
+            None
+        }
+    }
+}
+
+/// `EXE --version` of the found process's own executable, opened and checked by
+/// [`crate::discovery::open_executable`] and run through that open file (so the file checked is
+/// the file run), bounded to `limit`; the first line when it holds a version number.
+async fn ask_executable(ask: &VersionAsk, limit: Duration) -> Option<String> {
+    use std::os::fd::AsRawFd;
+    let (file, path) =
+        match crate::discovery::open_executable(&ask.root, ask.pid, ask.uid, ask.start_time) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::info!("pid {}: not asking its version: {e}", ask.pid);
+                return None;
+            }
+        };
+    // The child inherits the descriptor across fork and execs it before close-on-exec applies.
+    let mut cmd = tokio::process::Command::new(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    cmd.arg0(&path)
+        .arg("--version")
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true);
-    if let Some(home) = home {
+    if let Some(home) = &ask.home {
         cmd.env("HOME", home);
     }
     let out = tokio::time::timeout(limit, cmd.output()).await.ok()?.ok()?;
+    drop(file);
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
         .lines()

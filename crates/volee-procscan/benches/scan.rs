@@ -48,13 +48,15 @@ fn main() {
         helper_markers: vec![],
     }];
     let root = ProcRoot::default();
+    // Agents are the user's own processes: this process's owner.
+    let uid = root.owner(std::process::id()).map(|o| o.real).unwrap_or(0);
     // Warm up, then time.
     let total = root.scan().len();
     let mut ms = Vec::new();
     for _ in 0..20 {
         let t = Instant::now();
         let procs = root.scan_filtered(|s| volee_procscan::could_match(&rules, &s.comm));
-        let _ = find_agents(&procs, &rules);
+        let _ = find_agents(&procs, &rules, uid);
         ms.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     // The daemon's repeated scans: a Scanner re-reads new, young and candidate processes and
@@ -69,16 +71,16 @@ fn main() {
     for _ in 0..20 {
         let t = Instant::now();
         let procs = scanner.scan(|s| volee_procscan::could_match(&rules, &s.comm));
-        let _ = find_agents(&procs, &rules);
+        let _ = find_agents(&procs, &rules, uid);
         steady.push(t.elapsed().as_secs_f64() * 1000.0);
         reads.push(scanner.last_stats().read);
     }
     let rss_before = rss_kib();
     for _ in 0..100 {
         let procs = root.scan_filtered(|s| volee_procscan::could_match(&rules, &s.comm));
-        let _ = find_agents(&procs, &rules);
+        let _ = find_agents(&procs, &rules, uid);
         let procs = scanner.scan(|s| volee_procscan::could_match(&rules, &s.comm));
-        let _ = find_agents(&procs, &rules);
+        let _ = find_agents(&procs, &rules, uid);
     }
     let rss_after = rss_kib();
     ms.sort_by(f64::total_cmp);

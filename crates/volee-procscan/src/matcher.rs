@@ -1,9 +1,16 @@
 //! Which processes are harness agents: each profile's process rule, helpers skipped, the innermost
-//! process of a launcher chain kept.
+//! process of a launcher chain kept. Only the user's own processes count: another user's process
+//! named `claude` is their business, and nothing about it is trusted.
 
 use std::collections::HashMap;
 
 use crate::scan::Proc;
+
+/// Is the process run by `uid`, with `uid`'s rights (real and effective uid)? A process whose
+/// owner could not be read is nobody's.
+pub fn owned_by(p: &Proc, uid: u32) -> bool {
+    p.owner.is_some_and(|o| o.real == uid && o.effective == uid)
+}
 
 /// How to recognise one harness's processes (built from its profile).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +57,8 @@ const RUNTIMES: &[&str] = &[
     "agent",
 ];
 
-fn matches(rule: &ProcessRule, p: &Proc) -> bool {
+/// Does `p` look like `rule`'s harness (whoever runs it; see [`owned_by`])?
+pub fn matches(rule: &ProcessRule, p: &Proc) -> bool {
     if p.stat.state == 'Z' {
         return false;
     }
@@ -99,12 +107,13 @@ pub fn could_match(rules: &[ProcessRule], comm: &str) -> bool {
             .any(|r| r.names.iter().any(|n| comm == n || program_name(comm) == n))
 }
 
-/// The agents among `procs`: every matching process, reduced to the innermost of each chain of
-/// matching parent → child processes of the same harness.
-pub fn find_agents(procs: &[Proc], rules: &[ProcessRule]) -> Vec<Found> {
+/// The agents of user `uid` among `procs`: every matching process of theirs, reduced to the
+/// innermost of each chain of matching parent → child processes of the same harness. Other
+/// users' processes are never agents, nor links of a chain.
+pub fn find_agents(procs: &[Proc], rules: &[ProcessRule], uid: u32) -> Vec<Found> {
     let by_pid: HashMap<u32, &Proc> = procs.iter().map(|p| (p.stat.pid, p)).collect();
     let mut matched: HashMap<u32, &str> = HashMap::new();
-    for p in procs {
+    for p in procs.iter().filter(|p| owned_by(p, uid)) {
         if let Some(rule) = rules.iter().find(|r| matches(r, p)) {
             matched.insert(p.stat.pid, rule.harness.as_str());
         }

@@ -1,5 +1,5 @@
-//! Pure parsers over the bytes of `/proc/PID/{stat,cmdline,environ}` (hostile input: process
-//! names and arguments are chosen by whoever started the process).
+//! Pure parsers over the bytes of `/proc/PID/{stat,status,cmdline,environ}` (hostile input:
+//! process names and arguments are chosen by whoever started the process).
 
 /// The fields of `/proc/PID/stat` volee uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +55,29 @@ pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
         tpgid,
         start_time,
     })
+}
+
+/// Who a process runs as, from the `Uid:` line of `/proc/PID/status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    /// The real uid: the user who started the process.
+    pub real: u32,
+    /// The effective uid: the user whose rights it has (differs from `real` under setuid).
+    pub effective: u32,
+}
+
+/// The `Uid:` line of `status` (`Uid:\treal\teffective\tsaved\tfs`). Only the line's start
+/// counts: `Name:` comes first and holds the process's (chosen) name, which may contain anything
+/// but a newline, so a name like `x\tUid: 0` cannot fake the line.
+pub fn parse_status_owner(bytes: &[u8]) -> Option<Owner> {
+    let line = bytes
+        .split(|&b| b == b'\n')
+        .find_map(|l| l.strip_prefix(b"Uid:"))?;
+    let text = std::str::from_utf8(line).ok()?;
+    let mut ids = text.split_ascii_whitespace().map(|w| w.parse::<u32>());
+    let real = ids.next()?.ok()?;
+    let effective = ids.next()?.ok()?;
+    Some(Owner { real, effective })
 }
 
 /// NUL-separated arguments (a process may rewrite its argv: trailing NULs and padding are
@@ -133,6 +156,38 @@ mod tests {
             b"\xff\xfe (z) S 1 2",
         ] {
             assert_eq!(parse_stat(bad), None);
+        }
+    }
+
+    #[test]
+    fn status_owner() {
+        let status = b"Name:\tclaude\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t1001\t1001\t1001\t1001\nGid:\t1001\t1001\t1001\t1001\n";
+        assert_eq!(
+            parse_status_owner(status),
+            Some(Owner {
+                real: 1001,
+                effective: 1001
+            })
+        );
+        let setuid = b"Name:\tsu\nUid:\t1000\t0\t0\t0\n";
+        assert_eq!(
+            parse_status_owner(setuid),
+            Some(Owner {
+                real: 1000,
+                effective: 0
+            })
+        );
+        // The kernel escapes a newline in the name, but a name never makes a line of its own.
+        let hostile = b"Name:\tUid: 0 0 0 0\nUid:\t1001\t1001\t1001\t1001\n";
+        assert_eq!(parse_status_owner(hostile).map(|o| o.real), Some(1001));
+        for bad in [
+            &b""[..],
+            b"Name:\tx\n",
+            b"Uid:\t\n",
+            b"Uid:\tx\t1\n",
+            b"Uid:\t5\n",
+        ] {
+            assert_eq!(parse_status_owner(bad), None);
         }
     }
 

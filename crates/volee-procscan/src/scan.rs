@@ -31,13 +31,16 @@ fn read_into(path: &Path, buf: &mut Vec<u8>) -> bool {
     }
 }
 
-use crate::parse::{parse_cmdline, parse_environ, parse_stat, Stat};
+use crate::parse::{parse_cmdline, parse_environ, parse_stat, parse_status_owner, Owner, Stat};
 
 /// A process as one scan saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Proc {
     pub stat: Stat,
     pub argv: Vec<String>,
+    /// Who runs it (`status`), read with `argv`, for candidates only; None when not read or
+    /// unreadable — and then it is nobody's agent.
+    pub owner: Option<Owner>,
 }
 
 /// A `/proc` tree: the real one or a fixture.
@@ -62,13 +65,14 @@ impl ProcRoot {
     }
 
     /// Every process with a readable `stat` (processes that vanish mid-scan are skipped), with
-    /// its `cmdline` read too.
+    /// its `cmdline` and owner read too.
     pub fn scan(&self) -> Vec<Proc> {
         self.scan_filtered(|_| true)
     }
 
-    /// Every process's `stat`; `cmdline` only where `wants_argv(stat)` (the candidates), so a
-    /// scan of thousands of processes reads one small file each. Buffers are reused.
+    /// Every process's `stat`; `cmdline` and `status` only where `wants_argv(stat)` (the
+    /// candidates), so a scan of thousands of processes reads one small file each. Buffers are
+    /// reused.
     pub fn scan_filtered(&self, wants_argv: impl Fn(&Stat) -> bool) -> Vec<Proc> {
         // A scanner's first scan reads everything.
         Scanner::new(self.clone()).scan(wants_argv)
@@ -97,6 +101,30 @@ impl ProcRoot {
             .filter_map(|e| std::fs::read_link(e.path()).ok())
             .filter(|p| p.is_absolute())
             .collect()
+    }
+
+    /// Who runs it now (`status`).
+    pub fn owner(&self, pid: u32) -> Option<Owner> {
+        std::fs::read(self.file(pid, "status"))
+            .ok()
+            .and_then(|b| parse_status_owner(&b))
+    }
+
+    /// One process read afresh: `stat`, `cmdline` and owner (to recheck a stored pid before
+    /// acting on it, since pids are reused).
+    pub fn read(&self, pid: u32) -> Option<Proc> {
+        let stat = std::fs::read(self.file(pid, "stat"))
+            .ok()
+            .and_then(|b| parse_stat(&b))
+            .filter(|s| s.pid == pid)?;
+        let argv = std::fs::read(self.file(pid, "cmdline"))
+            .map(|b| parse_cmdline(&b))
+            .unwrap_or_default();
+        Some(Proc {
+            stat,
+            argv,
+            owner: self.owner(pid),
+        })
     }
 
     /// Its executable.
@@ -129,6 +157,8 @@ pub struct ScanStats {
     pub procs: usize,
     /// Of which `stat` was read (new, young, candidate or due for a refresh).
     pub read: usize,
+    /// The clock of the scan, in the ticks of `start_time` (None without `uptime`).
+    pub now_ticks: Option<u64>,
 }
 
 /// Repeated scans of one root that skip re-reading what cannot have changed in a way that
@@ -224,7 +254,7 @@ impl Scanner {
                 continue;
             };
             let candidate = wants_argv(&stat);
-            let argv = if candidate {
+            let (argv, owner) = if candidate {
                 path.push("cmdline");
                 let argv = if read_into(&path, &mut buf) {
                     parse_cmdline(&buf)
@@ -232,15 +262,21 @@ impl Scanner {
                     Vec::new()
                 };
                 path.pop();
-                argv
+                // Read at every scan of a candidate: a process may change its uid (setuid).
+                path.push("status");
+                let owner = read_into(&path, &mut buf)
+                    .then(|| parse_status_owner(&buf))
+                    .flatten();
+                path.pop();
+                (argv, owner)
             } else {
-                Vec::new()
+                (Vec::new(), None)
             };
             path.pop();
             self.cache.insert(
                 pid,
                 Cached {
-                    proc_: Proc { stat, argv },
+                    proc_: Proc { stat, argv, owner },
                     candidate,
                 },
             );
@@ -251,6 +287,7 @@ impl Scanner {
         self.last = ScanStats {
             procs: procs.len(),
             read,
+            now_ticks: now,
         };
         procs
     }

@@ -7,8 +7,26 @@ use std::path::Path;
 
 use volee_procscan::{find_agents, Found, ProcRoot, ProcessRule};
 
-/// Write one process into a fixture tree.
+/// The user whose agents the fixture tests look for.
+const ME: u32 = 1000;
+/// Another user of the machine.
+const OTHER: u32 = 1001;
+
+/// Write one process of [`ME`] into a fixture tree.
 fn proc(root: &Path, pid: u32, ppid: u32, comm: &str, state: char, argv: &[&str]) {
+    proc_as(root, pid, ppid, comm, state, argv, (ME, ME));
+}
+
+/// Write one process run by `(real, effective)` uids into a fixture tree.
+fn proc_as(
+    root: &Path,
+    pid: u32,
+    ppid: u32,
+    comm: &str,
+    state: char,
+    argv: &[&str],
+    (real, effective): (u32, u32),
+) {
     let dir = root.join(pid.to_string());
     std::fs::create_dir_all(&dir).unwrap();
     let stat = format!(
@@ -19,6 +37,10 @@ fn proc(root: &Path, pid: u32, ppid: u32, comm: &str, state: char, argv: &[&str]
     let mut cmdline = argv.join("\0").into_bytes();
     cmdline.push(0);
     std::fs::write(dir.join("cmdline"), cmdline).unwrap();
+    let status = format!(
+        "Name:\t{comm}\nState:\t{state}\nPPid:\t{ppid}\nUid:\t{real}\t{effective}\t{effective}\t{effective}\nGid:\t{real}\t{real}\t{real}\t{real}\n"
+    );
+    std::fs::write(dir.join("status"), status).unwrap();
 }
 
 fn rule(harness: &str, names: &[&str], scripts: &[&str], helpers: &[&str]) -> ProcessRule {
@@ -214,7 +236,7 @@ fn finds_each_harness_once_at_its_innermost_process() {
     let dir = fixture();
     let procs = ProcRoot::new(dir.path()).scan();
     assert_eq!(procs.len(), 20);
-    let found = find_agents(&procs, &rules());
+    let found = find_agents(&procs, &rules(), ME);
     let summary: Vec<(String, u32, Vec<u32>)> = found
         .iter()
         .map(
@@ -313,14 +335,14 @@ fn repeated_scans_reread_only_what_may_have_changed_and_miss_nothing() {
         .iter()
         .any(|p| p.stat.pid == 950 && p.argv == ["claude"]));
     assert!(procs.iter().all(|p| p.stat.pid != 101));
-    assert!(find_agents(&procs, &rules).iter().any(|f| f.pid == 950));
+    assert!(find_agents(&procs, &rules, ME).iter().any(|f| f.pid == 950));
 
     // An old shell that execs into an agent (same pid) is seen within one refresh round.
     proc(r, 1, 0, "claude", 'S', &["claude", "--resume", "x"]);
     let mut seen_at = None;
     for i in 0..REFRESH_EVERY {
         let procs = scanner.scan(wants);
-        if find_agents(&procs, &rules).iter().any(|f| f.pid == 1) {
+        if find_agents(&procs, &rules, ME).iter().any(|f| f.pid == 1) {
             seen_at = Some(i);
             break;
         }
@@ -329,7 +351,7 @@ fn repeated_scans_reread_only_what_may_have_changed_and_miss_nothing() {
     // A candidate is read at every scan: its state is always fresh.
     proc(r, 950, 101, "claude", 'Z', &[]);
     let procs = scanner.scan(wants);
-    assert!(!find_agents(&procs, &rules).iter().any(|f| f.pid == 950));
+    assert!(!find_agents(&procs, &rules, ME).iter().any(|f| f.pid == 950));
 }
 
 /// GitHub Copilot CLI 1.0.102 as measured in a tmux pane: `node …/.bin/copilot` (the npm loader,
@@ -413,7 +435,7 @@ fn copilot_is_found_at_its_native_process_never_its_helpers() {
         &["@github/copilot/"],
         &["--binary-version"],
     ));
-    let found = find_agents(&ProcRoot::new(r).scan(), &rules);
+    let found = find_agents(&ProcRoot::new(r).scan(), &rules, ME);
     assert_eq!(
         found,
         vec![Found {
@@ -431,7 +453,91 @@ fn copilot_is_found_at_its_native_process_never_its_helpers() {
         'S',
         &["node", "/opt/p/node_modules/@github/copilot/npm-loader.js"],
     );
-    let found = find_agents(&ProcRoot::new(r).scan(), &rules);
+    let found = find_agents(&ProcRoot::new(r).scan(), &rules, ME);
     assert_eq!(found.len(), 1);
     assert_eq!((found[0].pid, found[0].wrappers.clone()), (951, vec![950]));
+}
+
+/// Another user's processes are never agents: not a `claude` of theirs, not a process of ours
+/// run with their rights (setuid), not one whose owner cannot be read; and a chain is never
+/// followed through their processes.
+#[test]
+fn another_users_processes_are_never_agents() {
+    let dir = fixture();
+    let r = dir.path();
+    // Another user's native claude, and their qwen launcher chain.
+    proc_as(
+        r,
+        1100,
+        1,
+        "claude",
+        'S',
+        &["/home/o/bin/claude"],
+        (OTHER, OTHER),
+    );
+    proc_as(
+        r,
+        1200,
+        1,
+        "node",
+        'S',
+        &["node", "/home/o/.bin/qwen", "-i", "x"],
+        (OTHER, OTHER),
+    );
+    proc_as(
+        r,
+        1201,
+        1200,
+        "node",
+        'S',
+        &["node", "/home/o/n/@qwen-code/qwen-code/cli.js"],
+        (OTHER, OTHER),
+    );
+    // Started by us, running with another user's rights.
+    proc_as(r, 1300, 101, "grok", 'S', &["grok"], (ME, OTHER));
+    // Started by another user, with our rights.
+    proc_as(r, 1301, 101, "grok", 'S', &["grok"], (OTHER, ME));
+    // No readable owner.
+    proc(r, 1400, 101, "claude", 'S', &["claude"]);
+    std::fs::remove_file(r.join("1400/status")).unwrap();
+    // Our gemini wrapper whose child is another user's: the wrapper is the agent, not their child.
+    proc(
+        r,
+        1500,
+        101,
+        "node",
+        'S',
+        &["node", "/opt/p/node_modules/.bin/gemini"],
+    );
+    proc_as(
+        r,
+        1501,
+        1500,
+        "node",
+        'S',
+        &["node", "/opt/p/node_modules/.bin/gemini"],
+        (OTHER, OTHER),
+    );
+
+    let procs = ProcRoot::new(r).scan();
+    let found = find_agents(&procs, &rules(), ME);
+    let pids: Vec<u32> = found.iter().map(|f| f.pid).collect();
+    assert_eq!(pids, [200, 301, 402, 501, 600, 700, 1500], "{found:?}");
+    // The same processes are the other user's agents, seen from their side.
+    let theirs: Vec<(u32, Vec<u32>)> = find_agents(&procs, &rules(), OTHER)
+        .into_iter()
+        .map(|f| (f.pid, f.wrappers))
+        .collect();
+    assert_eq!(theirs, [(1100, vec![]), (1201, vec![1200]), (1501, vec![])]);
+    // The owner is read with the arguments, for candidates; a fresh read of one pid has it too.
+    let claude = procs.iter().find(|p| p.stat.pid == 1100).unwrap();
+    assert_eq!(claude.owner.map(|o| o.real), Some(OTHER));
+    assert_eq!(
+        ProcRoot::new(r).read(1300).and_then(|p| p.owner),
+        Some(volee_procscan::Owner {
+            real: ME,
+            effective: OTHER
+        })
+    );
+    assert_eq!(ProcRoot::new(r).read(1400).and_then(|p| p.owner), None);
 }

@@ -7,6 +7,8 @@
 //!   environment; on drop it stops the daemon and kills the private tmux server.
 //! - [`wait_until`]: polls a condition and on timeout panics with the sentence, the last value
 //!   seen and the daemon's log tail.
+//! - [`require_root`] and [`TempUser`]: a second Unix user, created by a test and removed after
+//!   it (even on panic), for tests about other users' processes.
 //! - [`model_server`]: a scripted Anthropic Messages server on 127.0.0.1 for driving real harness
 //!   programs (conformance tests).
 
@@ -14,7 +16,10 @@
 
 pub mod model_server;
 pub mod ollama_server;
+pub mod users;
 pub mod zellij;
+
+pub use users::{require_root, TempUser};
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -73,19 +78,6 @@ pub fn require_docker(why: &str) -> bool {
         panic!("Docker is required for {why} and does not answer (CI is set, so this fails)");
     }
     eprintln!("SKIPPED: Docker does not answer; needed for {why}");
-    false
-}
-
-/// True when running as root (needed to plant files of another user). Otherwise: panics under
-/// `CI`, else prints why the test is skipped and returns false (the caller returns).
-pub fn require_root(why: &str) -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("root is required for {why} (CI is set, so this fails); run the tests as root");
-    }
-    eprintln!("SKIPPED: not root; needed for {why}");
     false
 }
 
