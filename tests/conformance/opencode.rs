@@ -429,7 +429,18 @@ fn opencode_asks_a_question_through_its_server() {
             "the answer reached the model: {answer}"
         );
         env.ok(["send", &id, "/exit"]);
-        assert_eq!(env.wait_state(&id, "done", 30), "done");
+        wait_until(
+            "done after /exit",
+            Duration::from_secs(30),
+            || (env.agent(&id)["state"] == "done").then_some(()),
+            || {
+                format!(
+                    "{}\n{}",
+                    env.ok(["explain", &id]),
+                    env.ok(["peek", &id, "-n", "40"])
+                )
+            },
+        );
         drop(_stop);
         let (polls, polling) = watcher.join().unwrap();
         let seen = timeline.lock().unwrap().clone();

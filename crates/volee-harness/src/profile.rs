@@ -476,7 +476,13 @@ pub fn profiles() -> Vec<Profile> {
             ],
             states: &[Source::Listing, Source::Screen, Source::Activity],
             join: "mcp in OPENCODE_CONFIG_CONTENT (per launch; not used by volee yet)",
-            input: TUI_INPUT,
+            // On a loaded machine the Enter 150 ms after a pasted `/exit` came while its `/` popup
+            // was still being drawn and was lost (the text stayed in the input with the popup
+            // open; 1 run in 4 with two busy processes): submit once the pane is quiet.
+            input: InputRules {
+                settle_ms: 350,
+                ..TUI_INPUT
+            },
         },
         Profile {
             name: "volee",
