@@ -10,15 +10,6 @@ use nix::unistd::Pid;
 
 use crate::{launch_sh, setup};
 
-fn kill9(pid: i32) {
-    kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
-    volee_test_support::wait_process_gone(
-        "the daemon process is gone",
-        i64::from(pid),
-        Duration::from_secs(5),
-    );
-}
-
 #[test]
 fn killed_daemon_restarts_without_losing_agents() {
     let Some((_serial, env)) = setup() else {
@@ -28,8 +19,7 @@ fn killed_daemon_restarts_without_losing_agents() {
     let quitter = launch_sh(&env, "quitter", "sleep 4; exit 3");
     env.wait_state(&sleeper, "idle", 8);
 
-    let first = env.daemon_pid().unwrap();
-    kill9(first);
+    let first = env.kill_daemon();
     // The socket file is stale now; the next command starts a new daemon that takes it over.
     let ls: serde_json::Value = serde_json::from_str(&env.ok(["ls", "--json"])).unwrap();
     let second = env.daemon_pid().unwrap();
@@ -49,7 +39,7 @@ fn killed_daemon_restarts_without_losing_agents() {
     assert_eq!(env.agent(&quitter)["exit_status"], 3);
 
     // Lose agents.json entirely: the registry is rebuilt from the panes' @volee-agent options.
-    kill9(second);
+    assert_eq!(env.kill_daemon(), second);
     std::fs::remove_file(env.volee_home().join("state/agents.json")).unwrap();
     let rebuilt = env.agent(&sleeper);
     assert_eq!(rebuilt["name"], "sleeper");
@@ -66,7 +56,7 @@ fn corrupt_registry_is_kept_and_rebuilt() {
     };
     let id = launch_sh(&env, "keeper", "exec sleep 60");
     env.wait_state(&id, "idle", 8);
-    kill9(env.daemon_pid().unwrap());
+    env.kill_daemon();
     let registry = env.volee_home().join("state/agents.json");
     std::fs::write(&registry, b"{\"format\": 1, \"agents\": [ garbage").unwrap();
     assert_eq!(env.agent(&id)["name"], "keeper");
@@ -103,7 +93,7 @@ fn daemon_of_another_protocol_version_is_replaced() {
     };
     let id = launch_sh(&env, "survivor", "exec sleep 60");
     env.wait_state(&id, "idle", 8);
-    kill9(env.daemon_pid().unwrap());
+    env.kill_daemon();
 
     // An "old daemon": answers Hello with another version and ignores everything else.
     let run = env.volee_home().join("run");
@@ -171,7 +161,7 @@ fn a_prompt_printed_while_the_daemon_was_down_needs_you() {
     );
     env.wait_state(&id, "idle", 8);
     let pane = env.agent(&id)["host"]["pane"].as_str().unwrap().to_string();
-    kill9(env.daemon_pid().unwrap());
+    env.kill_daemon();
     std::fs::write(&flag, "").unwrap();
     volee_test_support::wait_until(
         "the prompt on the pane",
@@ -359,7 +349,7 @@ fn a_killed_save_leaves_no_temp_file_and_the_lock_is_private() {
         return;
     };
     env.ok(["ls"]);
-    kill9(env.daemon_pid().unwrap());
+    env.kill_daemon();
     let state = env.volee_home().join("state");
     let stale = state.join(format!(".agents.json.tmp.{}", dead_pid()));
     let mut writer = std::process::Command::new("sleep")

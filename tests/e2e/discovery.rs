@@ -77,19 +77,7 @@ fn processes_started_elsewhere_are_discovered_with_their_host() {
     ));
 
     // 1. In a tmux window the user opened themselves.
-    let pane = env
-        .tmux(&[
-            "new-window",
-            "-d",
-            "-P",
-            "-F",
-            "#{pane_id}",
-            "-t",
-            "main:",
-            claude.to_str().unwrap(),
-        ])
-        .trim()
-        .to_string();
+    let pane = env.open_window(&claude);
     // 2. On a bare pty, outside any multiplexer.
     let bare = Command::new("script")
         .args(["-qfc", claude.to_str().unwrap(), "/dev/null"])
@@ -350,19 +338,7 @@ fn another_users_harness_process_is_never_run_nor_listed() {
         },
         || format!("{:?}", user.pids()),
     );
-    let my_pane = env
-        .tmux(&[
-            "new-window",
-            "-d",
-            "-P",
-            "-F",
-            "#{pane_id}",
-            "-t",
-            "main:",
-            mine.to_str().unwrap(),
-        ])
-        .trim()
-        .to_string();
+    let my_pane = env.open_window(&mine);
 
     // Two scans (the first `ls` starts the daemon; each `--rescan` reads every process).
     let mine_found = wait_until(
@@ -451,19 +427,7 @@ fn a_harness_that_relaunches_itself_keeps_its_agent_id() {
     )
     .unwrap();
     std::fs::set_permissions(&qwen, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let pane = env
-        .tmux(&[
-            "new-window",
-            "-d",
-            "-P",
-            "-F",
-            "#{pane_id}",
-            "-t",
-            "main:",
-            qwen.to_str().unwrap(),
-        ])
-        .trim()
-        .to_string();
+    let pane = env.open_window(&qwen);
     let in_pane = |env: &volee_test_support::TestEnv| -> Vec<Value> {
         agents(env)
             .into_iter()
@@ -558,20 +522,7 @@ fn stop_never_signals_a_reused_pid() {
     // Two agents discovered as usual.
     let mut panes = Vec::new();
     for _ in 0..2 {
-        panes.push(
-            env.tmux(&[
-                "new-window",
-                "-d",
-                "-P",
-                "-F",
-                "#{pane_id}",
-                "-t",
-                "main:",
-                claude.to_str().unwrap(),
-            ])
-            .trim()
-            .to_string(),
-        );
+        panes.push(env.open_window(&claude));
     }
     let ids: Vec<String> = wait_until(
         "both claude processes are discovered",
@@ -670,19 +621,7 @@ fn a_discovered_agent_waiting_at_a_prompt_needs_you() {
     )
     .unwrap();
     std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let pane = env
-        .tmux(&[
-            "new-window",
-            "-d",
-            "-P",
-            "-F",
-            "#{pane_id}",
-            "-t",
-            "main:",
-            claude.to_str().unwrap(),
-        ])
-        .trim()
-        .to_string();
+    let pane = env.open_window(&claude);
     let found = wait_until(
         "the waiting agent is discovered and needs you",
         Duration::from_secs(15),

@@ -124,17 +124,7 @@ fn one_message_where_the_user_is_not_looking_and_none_where_they_are() {
     // Quiet: nothing; then on again.
     env.ok(["quiet", "10m"]);
     // It outlives the daemon: a killed one's successor keeps quiet.
-    let pid = env.daemon_pid().unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    volee_test_support::wait_process_gone(
-        "the daemon is gone",
-        i64::from(pid),
-        Duration::from_secs(5),
-    );
+    env.kill_daemon();
     let quiet = launch_sh(&env, "quiet", "sleep 1; printf 'Proceed? [y/N] '; sleep 60");
     assert_eq!(env.wait_state(&quiet, "needs_you", 10), "needs_you");
     std::thread::sleep(Duration::from_millis(1000));

@@ -539,17 +539,7 @@ fn a_prompt_already_on_a_zellij_screen_needs_you() {
         ),
     ]);
     env.wait_state(&late, "idle", 10);
-    let pid = env.daemon_pid().unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    volee_test_support::wait_process_gone(
-        "the daemon is gone",
-        i64::from(pid),
-        Duration::from_secs(5),
-    );
+    env.kill_daemon();
     std::fs::write(&flag, "").unwrap();
     // Let the prompt reach the screen before a new daemon starts.
     std::thread::sleep(Duration::from_millis(500));

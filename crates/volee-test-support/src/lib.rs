@@ -282,6 +282,38 @@ impl TestEnv {
             .parse()
             .ok()
     }
+
+    /// SIGKILL the running daemon (as a crash would end it) and wait until it is gone; its pid.
+    pub fn kill_daemon(&self) -> i32 {
+        let pid = self.daemon_pid().expect("a running daemon");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("SIGKILL the daemon");
+        wait_process_gone(
+            "the daemon process is gone",
+            i64::from(pid),
+            Duration::from_secs(5),
+        );
+        pid
+    }
+
+    /// A new tmux window in session `main` running `program`; its pane id.
+    pub fn open_window(&self, program: &Path) -> String {
+        self.tmux(&[
+            "new-window".as_ref(),
+            "-d".as_ref(),
+            "-P".as_ref(),
+            "-F".as_ref(),
+            "#{pane_id}".as_ref(),
+            "-t".as_ref(),
+            "main:".as_ref(),
+            program.as_os_str(),
+        ])
+        .trim()
+        .to_string()
+    }
 }
 
 impl Drop for TestEnv {
