@@ -201,7 +201,12 @@ pub fn profiles() -> Vec<Profile> {
                 Source::Activity,
             ],
             join: "--mcp-config FILE (variadic: the prompt goes after --)",
-            input: TUI_INPUT,
+            // On a loaded machine a multi-line paste followed by Enter 150 ms later was not
+            // submitted (1 full loaded suite run in 4): submit once the pane is quiet.
+            input: InputRules {
+                settle_ms: 350,
+                ..TUI_INPUT
+            },
         },
         Profile {
             name: "codex",
