@@ -5,7 +5,11 @@
 //! and `volee explain` see exactly the decision the daemon made.
 
 pub mod arbiter;
+pub mod observation;
 pub mod registry;
 
 pub use arbiter::{ArbiterConfig, Decision, ExitFact, HookSignal, Millis, PromptMatch, Signals};
-pub use registry::{AgentRecord, NameError, NewAgent, Registry, RegistryFile, ResolveError};
+pub use observation::Observation;
+pub use registry::{
+    AgentRecord, NameError, NewAgent, Registry, RegistryFile, ResolveError, Transition,
+};

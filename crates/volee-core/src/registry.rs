@@ -2,7 +2,7 @@
 //!
 //! The daemon is its only writer; it persists [`RegistryFile`] as `agents.json`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use volee_protocol::{
@@ -10,6 +10,7 @@ use volee_protocol::{
 };
 
 use crate::arbiter::{decide, exit_status_of, ArbiterConfig, Decision, Millis, Signals};
+use crate::observation::Observation;
 
 /// Version of the `agents.json` layout.
 pub const REGISTRY_FORMAT: u32 = 1;
@@ -69,7 +70,8 @@ pub struct AgentRecord {
     pub pid: Option<u32>,
     pub created_at: Millis,
     pub ended_at: Option<Millis>,
-    pub signals: Signals,
+    /// Written only through [`Registry::observe`].
+    pub(crate) signals: Signals,
     pub decision: Decision,
     /// When the current state began.
     pub state_since: Millis,
@@ -108,6 +110,11 @@ impl AgentRecord {
 
     pub fn state(&self) -> AgentState {
         self.decision.state
+    }
+
+    /// Everything observed about it, latest per kind.
+    pub fn signals(&self) -> &Signals {
+        &self.signals
     }
 
     /// Ended for good: its process is gone.
@@ -298,10 +305,26 @@ pub enum NameError {
     Invalid { name: String, why: &'static str },
 }
 
-/// All agents, by id.
+/// All agents, by id — and what changed since the daemon last told its watchers and saved.
+///
+/// The one door: signals change only through [`Registry::observe`], other fields only through
+/// [`Registry::edit`], [`Registry::insert`] and [`Registry::remove`]; each marks the agent
+/// dirty (its view must be sent again) and, where it matters, the registry unsaved.
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
     agents: BTreeMap<String, AgentRecord>,
+    dirty: BTreeSet<String>,
+    unsaved: bool,
+}
+
+/// A state change found by [`Registry::reevaluate_all`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    pub id: String,
+    pub before: AgentState,
+    pub after: AgentState,
+    /// How long the state before lasted.
+    pub lasted_ms: Millis,
 }
 
 /// Characters of generated ids: lowercase letters and digits without look-alikes.
@@ -311,6 +334,8 @@ impl Registry {
     pub fn from_file(file: RegistryFile) -> Registry {
         Registry {
             agents: file.agents.into_iter().map(|a| (a.id.clone(), a)).collect(),
+            dirty: BTreeSet::new(),
+            unsaved: false,
         }
     }
 
@@ -333,24 +358,112 @@ impl Registry {
         self.agents.values()
     }
 
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut AgentRecord> {
-        self.agents.values_mut()
-    }
-
     pub fn get(&self, id: &str) -> Option<&AgentRecord> {
         self.agents.get(id)
     }
 
-    pub fn get_mut(&mut self, id: &str) -> Option<&mut AgentRecord> {
-        self.agents.get_mut(id)
-    }
-
     pub fn insert(&mut self, record: AgentRecord) {
+        self.dirty.insert(record.id.clone());
+        self.unsaved = true;
         self.agents.insert(record.id.clone(), record);
     }
 
     pub fn remove(&mut self, id: &str) -> Option<AgentRecord> {
-        self.agents.remove(id)
+        let removed = self.agents.remove(id);
+        if removed.is_some() {
+            self.dirty.insert(id.to_string());
+            self.unsaved = true;
+        }
+        removed
+    }
+
+    /// Something was seen about agent `id`. Ignored for an unknown or ended agent, and when it
+    /// changes nothing (an older report than the one held, the same title again); otherwise
+    /// the agent is dirty when the observation shows in its view, and the registry unsaved
+    /// when it is durable ([`Observation::shows_in_view`], [`Observation::is_durable`]). The state
+    /// itself is decided again by [`Registry::reevaluate_all`] (or [`Registry::reevaluate`]).
+    /// Returns whether the signals changed.
+    pub fn observe(&mut self, id: &str, observation: Observation) -> bool {
+        let Some(agent) = self.agents.get_mut(id).filter(|a| !a.is_ended()) else {
+            return false;
+        };
+        let (durable, shown) = (observation.is_durable(), observation.shows_in_view());
+        if !agent.signals.apply(observation) {
+            return false;
+        }
+        if shown {
+            self.dirty.insert(id.to_string());
+        }
+        self.unsaved |= durable;
+        true
+    }
+
+    /// Change agent `id`'s facts other than its signals (session id, pid, name, version, typed
+    /// prompt); marks it dirty and the registry unsaved. None for an unknown id.
+    pub fn edit<T>(&mut self, id: &str, f: impl FnOnce(&mut AgentRecord) -> T) -> Option<T> {
+        let out = f(self.agents.get_mut(id)?);
+        self.dirty.insert(id.to_string());
+        self.unsaved = true;
+        Some(out)
+    }
+
+    /// Decide agent `id`'s state again now (an ending that later code must see at once).
+    pub fn reevaluate(&mut self, id: &str, now: Millis, cfg: &ArbiterConfig) {
+        if let Some(agent) = self.agents.get_mut(id) {
+            if agent.reevaluate(now, cfg) {
+                self.dirty.insert(id.to_string());
+            }
+        }
+    }
+
+    /// Decide every agent's state again at `now`: the visible changes mark agents dirty, state
+    /// changes also the registry unsaved and are returned.
+    pub fn reevaluate_all(&mut self, now: Millis, cfg: &ArbiterConfig) -> Vec<Transition> {
+        let mut transitions = Vec::new();
+        for agent in self.agents.values_mut() {
+            let before = agent.decision.state;
+            let since = agent.state_since;
+            if !agent.reevaluate(now, cfg) {
+                continue;
+            }
+            self.dirty.insert(agent.id.clone());
+            if agent.decision.state != before {
+                self.unsaved = true;
+                transitions.push(Transition {
+                    id: agent.id.clone(),
+                    before,
+                    after: agent.decision.state,
+                    lasted_ms: now.saturating_sub(since),
+                });
+            }
+        }
+        transitions
+    }
+
+    /// The agents whose view changed since the last call.
+    pub fn take_dirty(&mut self) -> BTreeSet<String> {
+        std::mem::take(&mut self.dirty)
+    }
+
+    /// Agent `id`'s view must be sent again though nothing of it changed here (its screen or
+    /// place on the status line did).
+    pub fn touch(&mut self, id: &str) {
+        self.dirty.insert(id.to_string());
+    }
+
+    /// Something of the registry's changed since the last save.
+    pub fn is_unsaved(&self) -> bool {
+        self.unsaved
+    }
+
+    /// Something kept with the registry (but outside it) changed: save with it.
+    pub fn mark_unsaved(&mut self) {
+        self.unsaved = true;
+    }
+
+    /// The registry was written.
+    pub fn mark_saved(&mut self) {
+        self.unsaved = false;
     }
 
     /// An exact id wins, then an exact name (live agents first), then a unique id prefix.
@@ -603,5 +716,53 @@ mod tests {
         assert!(!r.reevaluate(3000, &ArbiterConfig::default()));
         assert_eq!(r.state(), AgentState::Done);
         assert_eq!(r.view().exit_status, Some(0));
+    }
+
+    #[test]
+    fn observations_mark_the_agent_dirty_and_durable_ones_the_registry_unsaved() {
+        let cfg = ArbiterConfig::default();
+        let mut reg = Registry::default();
+        reg.insert(record("aaaa", "a"));
+        reg.take_dirty();
+        reg.mark_saved();
+        assert!(reg.observe("aaaa", Observation::Output { at: 1500 }));
+        assert!(
+            reg.take_dirty().is_empty(),
+            "output shows through the state it leads to"
+        );
+        assert!(
+            !reg.is_unsaved(),
+            "output is saved with the state change it causes"
+        );
+        let title = Observation::Title {
+            at: 1600,
+            title: "fixing".into(),
+        };
+        assert!(reg.observe("aaaa", title));
+        assert_eq!(reg.take_dirty().into_iter().collect::<Vec<_>>(), ["aaaa"]);
+        assert!(!reg.is_unsaved());
+        // Nothing new: nothing dirty.
+        assert!(!reg.observe("aaaa", Observation::Output { at: 1500 }));
+        assert!(reg.take_dirty().is_empty());
+        assert!(!reg.observe("zzzz", Observation::Bell { at: 1 }));
+        // A state change is returned, once, and makes the registry unsaved.
+        let moved = reg.reevaluate_all(9000, &cfg);
+        assert_eq!(moved.len(), 1);
+        assert_eq!(
+            (moved[0].before, moved[0].after),
+            (AgentState::Working, AgentState::Idle)
+        );
+        assert!(reg.is_unsaved());
+        assert!(reg.reevaluate_all(9000, &cfg).is_empty());
+        reg.mark_saved();
+        assert!(reg.observe("aaaa", Observation::ProcessGone { at: 9500 }));
+        assert!(reg.is_unsaved());
+        reg.reevaluate("aaaa", 9500, &cfg);
+        assert_eq!(reg.get("aaaa").unwrap().state(), AgentState::Stopped);
+        // An ended agent takes no more observations.
+        assert!(!reg.observe("aaaa", Observation::Bell { at: 9600 }));
+        assert_eq!(reg.get("aaaa").unwrap().signals().last_bell, None);
+        assert_eq!(reg.edit("aaaa", |a| a.name.clone()).as_deref(), Some("a"));
+        assert_eq!(reg.edit("zzzz", |_| ()), None);
     }
 }

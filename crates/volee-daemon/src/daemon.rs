@@ -14,7 +14,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 use volee_core::{
-    AgentRecord, ArbiterConfig, ExitFact, HookSignal, Millis, NewAgent, PromptMatch, Registry,
+    AgentRecord, ArbiterConfig, ExitFact, HookSignal, Millis, NewAgent, Observation, PromptMatch,
+    Registry,
 };
 use volee_protocol::{
     AgentView, ErrorKind, HookEvent, Host, LaunchRequest, Origin, ProfileFit, Request, Response,
@@ -340,26 +341,10 @@ fn zellij_env(env: &[(String, String)]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The first prompt on a Codex command line (`codex [FLAGS] PROMPT`): its last argument, when
-/// that is not a flag.
-fn codex_prompt(command: &[String]) -> Option<String> {
-    let last = command.get(1..)?.last()?;
-    (!last.starts_with('-')).then(|| last.clone())
-}
-
-/// The control socket of the Codex app-server of an environment (`CODEX_HOME`, else
-/// `HOME/.codex`).
-fn codex_socket(env: &[(String, String)]) -> Option<String> {
-    let var = |k: &str| {
-        env.iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.clone())
-            .filter(|v| !v.is_empty())
-    };
-    let home = var("CODEX_HOME")
-        .map(PathBuf::from)
-        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".codex")))?;
-    Some(crate::codex_server::socket_in(&home).display().to_string())
+/// The socket of the app server that lists an agent's sessions, for its harness and
+/// environment (none for most harnesses).
+fn listing_socket(harness: &str, env: &[(String, String)]) -> Option<String> {
+    volee_harness::listing::app_server_socket(harness, env).map(|p| p.display().to_string())
 }
 
 /// A tmux key name (as profiles give them) in zellij's `send-keys` syntax: `C-c` → `Ctrl c`,
@@ -579,9 +564,8 @@ struct Daemon {
     /// One event-stream watch per live OpenCode agent with a server port.
     opencode: crate::opencode_server::Watches,
     opencode_report: crate::opencode_server::Report,
-    /// Agents whose view changed since the last flush.
-    changed: HashSet<String>,
-    save_needed: bool,
+    /// The status line must be drawn again though no agent changed (a flash ended, quiet).
+    status_dirty: bool,
     shutting_down: bool,
 }
 
@@ -646,8 +630,7 @@ impl Daemon {
             scanner: volee_procscan::Scanner::new(volee_procscan::ProcRoot::default()),
             discovered: HashMap::new(),
             last_listing_poll: 0,
-            changed: HashSet::new(),
-            save_needed: false,
+            status_dirty: false,
             shutting_down: false,
         }
     }
@@ -683,25 +666,25 @@ impl Daemon {
         let root = self.scanner.root().clone();
         let uid = nix::unistd::getuid().as_raw();
         let now = now_ms();
-        for agent in self.registry.iter_mut() {
-            if agent.origin != Origin::Discovered || agent.is_ended() {
-                continue;
-            }
-            let ours = agent
-                .pid
-                .and_then(|pid| root.read(pid))
-                .is_some_and(|p| volee_procscan::owned_by(&p, uid));
-            if !ours {
-                tracing::info!(
-                    "restored agent {}: pid {:?} is no longer the user's process",
-                    agent.id,
-                    agent.pid
-                );
-                agent.signals.process_gone = Some(now);
-                agent.reevaluate(now, &self.arbiter);
-                self.changed.insert(agent.id.clone());
-                self.save_needed = true;
-            }
+        let foreign: Vec<String> = self
+            .registry
+            .iter()
+            .filter(|a| a.origin == Origin::Discovered && !a.is_ended())
+            .filter(|a| {
+                !a.pid
+                    .and_then(|pid| root.read(pid))
+                    .is_some_and(|p| volee_procscan::owned_by(&p, uid))
+            })
+            .map(|a| a.id.clone())
+            .collect();
+        for id in foreign {
+            tracing::info!(
+                "restored agent {id}: pid {:?} is no longer the user's process",
+                self.registry.get(&id).and_then(|a| a.pid)
+            );
+            self.registry
+                .observe(&id, Observation::ProcessGone { at: now });
+            self.registry.reevaluate(&id, now, &self.arbiter);
         }
     }
 
@@ -734,13 +717,12 @@ impl Daemon {
     /// The discovered agent's pid is no longer its process: it ended, "process gone".
     fn end_vanished(&mut self, id: &str) {
         let now = now_ms();
-        if let Some(a) = self.registry.get_mut(id) {
+        if let Some(a) = self.registry.get(id) {
             tracing::info!("agent {id}: pid {:?} is no longer its process", a.pid);
-            a.signals.process_gone.get_or_insert(now);
-            a.reevaluate(now, &self.arbiter);
         }
-        self.changed.insert(id.to_string());
-        self.save_needed = true;
+        self.registry
+            .observe(id, Observation::ProcessGone { at: now });
+        self.registry.reevaluate(id, now, &self.arbiter);
     }
 
     fn save(&mut self) {
@@ -756,7 +738,7 @@ impl Daemon {
             quiet_until: self.quiet_until.filter(|u| *u > now_ms()),
         };
         match persist::save_json(&self.paths.registry(), &file) {
-            Ok(()) => self.save_needed = false,
+            Ok(()) => self.registry.mark_saved(),
             Err(e) => tracing::error!("could not save the registry: {e}"),
         }
     }
@@ -801,7 +783,7 @@ impl Daemon {
                 }
             }
         }
-        if self.save_needed {
+        if self.registry.is_unsaved() {
             self.save();
         }
         self.conns.clear();
@@ -818,7 +800,7 @@ impl Daemon {
             .iter()
             .filter(|a| !a.is_ended())
             .flat_map(|a| {
-                let screen = a.signals.last_output.and_then(|out| {
+                let screen = a.signals().last_output.and_then(|out| {
                     (self.screen_checked.get(&a.id) != Some(&out)).then_some(out + SCREEN_SETTLE_MS)
                 });
                 // Status files are polled once a second, only while such an agent lives.
@@ -860,7 +842,7 @@ impl Daemon {
             .iter()
             .filter(|a| !a.is_ended())
             .filter_map(|a| {
-                let out = a.signals.last_output?;
+                let out = a.signals().last_output?;
                 (self.screen_checked.get(&a.id) != Some(&out) && now >= out + SCREEN_SETTLE_MS)
                     .then(|| (a.id.clone(), out))
             })
@@ -904,10 +886,11 @@ impl Daemon {
                 .into_iter()
                 .filter(|f| !crate::discovery::is_launched(f, &parents, &launched))
                 .filter(|f| {
-                    f.harness != "opencode"
+                    // A harness with its own server spawns helper processes of the same program.
+                    !volee_harness::listing::has_own_server(&f.harness)
                         || !procs.iter().any(|p| {
                             p.stat.pid == f.pid
-                                && crate::opencode_server::not_an_agent(
+                                && volee_harness::listing::not_an_agent(
                                     &f.harness,
                                     &p.argv,
                                     &root.environ(f.pid).unwrap_or_default(),
@@ -928,26 +911,22 @@ impl Daemon {
             .filter(|a| a.origin == Origin::Discovered && !a.is_ended())
             .filter_map(|a| a.pid)
             .collect();
-        for agent in self.registry.iter_mut() {
-            if agent.origin != Origin::Discovered || agent.is_ended() {
-                continue;
-            }
-            let Some(pid) = agent.pid else { continue };
-            let seen = self.discovered.get(&agent.id);
+        let live_discovered: Vec<(String, String, u32)> = self
+            .registry
+            .iter()
+            .filter(|a| a.origin == Origin::Discovered && !a.is_ended())
+            .filter_map(|a| Some((a.id.clone(), a.harness.clone(), a.pid?)))
+            .collect();
+        for (id, harness, pid) in live_discovered {
+            let seen = self.discovered.get(&id);
             let next = crate::discovery::successor(
-                &agent.harness,
-                pid,
-                seen,
-                &found,
-                &by_pid,
-                &taken,
-                now_ticks,
+                &harness, pid, seen, &found, &by_pid, &taken, now_ticks,
             );
             let Some(f) = next else {
                 // Still its process: remember how it looks now (restored agents start unknown).
                 if let Some(p) = found
                     .iter()
-                    .find(|f| f.pid == pid && f.harness == agent.harness)
+                    .find(|f| f.pid == pid && f.harness == harness)
                     .and(by_pid.get(&pid))
                 {
                     let start_time = seen.map_or(p.stat.start_time, |s| s.start_time);
@@ -957,7 +936,7 @@ impl Daemon {
                         .map(|f| f.wrappers.clone())
                         .unwrap_or_default();
                     self.discovered.insert(
-                        agent.id.clone(),
+                        id.clone(),
                         crate::discovery::Seen {
                             start_time,
                             wrappers,
@@ -968,16 +947,14 @@ impl Daemon {
                 continue;
             };
             tracing::info!(
-                "agent {} moves from pid {pid} to pid {} (its harness went on there)",
-                agent.id,
+                "agent {id} moves from pid {pid} to pid {} (its harness went on there)",
                 f.pid
             );
             taken.remove(&pid);
             taken.insert(f.pid);
-            agent.pid = Some(f.pid);
             if let Some(p) = by_pid.get(&f.pid) {
                 self.discovered.insert(
-                    agent.id.clone(),
+                    id.clone(),
                     crate::discovery::Seen {
                         start_time: p.stat.start_time,
                         wrappers: f.wrappers.clone(),
@@ -985,49 +962,54 @@ impl Daemon {
                     },
                 );
             }
-            // Published per process: ask again for the new one.
-            agent.session_id = None;
-            // Status files are named by pid (`sessions/<pid>.json`).
-            agent.status_file = agent.status_file.as_deref().and_then(|status| {
-                let dir = Path::new(status).parent()?;
-                Some(dir.join(format!("{}.json", f.pid)).display().to_string())
+            self.registry.edit(&id, |agent| {
+                agent.pid = Some(f.pid);
+                // Published per process: ask again for the new one.
+                agent.session_id = None;
+                // Status files are named by pid (`sessions/<pid>.json`).
+                agent.status_file = agent.status_file.as_deref().and_then(|status| {
+                    let dir = Path::new(status).parent()?;
+                    Some(dir.join(format!("{}.json", f.pid)).display().to_string())
+                });
             });
-            self.changed.insert(agent.id.clone());
-            self.save_needed = true;
         }
         // Discovered agents whose process is gone.
-        for agent in self.registry.iter_mut() {
-            if agent.origin == Origin::Discovered
-                && !agent.is_ended()
-                && !found
-                    .iter()
-                    .any(|f| Some(f.pid) == agent.pid && f.harness == agent.harness)
-            {
-                agent.signals.process_gone = Some(now);
-                self.save_needed = true;
-            }
+        let gone: Vec<String> = self
+            .registry
+            .iter()
+            .filter(|a| {
+                a.origin == Origin::Discovered
+                    && !a.is_ended()
+                    && !found
+                        .iter()
+                        .any(|f| Some(f.pid) == a.pid && f.harness == a.harness)
+            })
+            .map(|a| a.id.clone())
+            .collect();
+        for id in gone {
+            self.registry
+                .observe(&id, Observation::ProcessGone { at: now });
         }
         let live: HashSet<&str> = self
             .registry
             .iter()
-            .filter(|a| a.origin == Origin::Discovered && a.signals.process_gone.is_none())
+            .filter(|a| a.origin == Origin::Discovered && a.signals().process_gone.is_none())
             .map(|a| a.id.as_str())
             .collect();
         self.discovered.retain(|id, _| live.contains(id.as_str()));
         // A harness may publish its session id after it started (Qwen and Grok write theirs at
         // the first prompt; Codex opens its rollout file then): ask again for those without.
-        for agent in self.registry.iter_mut() {
-            if agent.origin != Origin::Discovered || agent.is_ended() || agent.session_id.is_some()
-            {
-                continue;
-            }
-            let Some(pid) = agent.pid else { continue };
+        let unnamed: Vec<(String, String, u32)> = self
+            .registry
+            .iter()
+            .filter(|a| a.origin == Origin::Discovered && !a.is_ended() && a.session_id.is_none())
+            .filter_map(|a| Some((a.id.clone(), a.harness.clone(), a.pid?)))
+            .collect();
+        for (id, harness, pid) in unnamed {
             let env = root.environ(pid).unwrap_or_default();
-            if let Some(session) = published_session_id(&root, &agent.harness, pid, &env) {
-                tracing::info!("agent {} published its session id {session}", agent.id);
-                agent.session_id = Some(session);
-                self.changed.insert(agent.id.clone());
-                self.save_needed = true;
+            if let Some(session) = published_session_id(&root, &harness, pid, &env) {
+                tracing::info!("agent {id} published its session id {session}");
+                self.registry.edit(&id, |a| a.session_id = Some(session));
             }
         }
         let known: HashSet<u32> = self
@@ -1149,9 +1131,7 @@ impl Daemon {
                     )
                 })
                 .map(|p| p.display().to_string());
-            if volee_harness::listing::has_listing_server(&f.harness) {
-                record.listing_socket = codex_socket(&env);
-            }
+            record.listing_socket = listing_socket(&f.harness, &env);
             // A zellij pane is watched like a launched agent's, with the process's own zellij
             // variables (its server may use another socket directory than the daemon's).
             if matches!(host, Host::Zellij { .. }) {
@@ -1167,8 +1147,6 @@ impl Daemon {
             );
             self.registry.insert(record);
             let record_id = id.clone();
-            self.changed.insert(id);
-            self.save_needed = true;
             if let Host::Tmux {
                 socket, session, ..
             } = &host
@@ -1249,38 +1227,50 @@ impl Daemon {
     /// Read the status files that changed since the last poll (a stat per agent; no process).
     fn poll_status_files(&mut self) {
         self.watch_status_dirs();
-        let mut seen = Vec::new();
-        for agent in self.registry.iter_mut().filter(|a| !a.is_ended()) {
-            let Some(path) = &agent.status_file else {
+        let files: Vec<(String, String, String, bool)> = self
+            .registry
+            .iter()
+            .filter(|a| !a.is_ended())
+            .filter_map(|a| {
+                let path = a.status_file.clone()?;
+                Some((
+                    a.id.clone(),
+                    a.harness.clone(),
+                    path,
+                    a.session_id.is_none(),
+                ))
+            })
+            .collect();
+        for (id, harness, path, unnamed) in files {
+            let Ok(mtime) = std::fs::metadata(&path).and_then(|m| m.modified()) else {
                 continue;
             };
-            let Ok(mtime) = std::fs::metadata(path).and_then(|m| m.modified()) else {
-                continue;
-            };
-            if self.listing_seen.get(&agent.id) == Some(&mtime) {
+            if self.listing_seen.get(&id) == Some(&mtime) {
                 continue;
             }
-            seen.push((agent.id.clone(), mtime));
-            let Ok(text) = std::fs::read_to_string(path) else {
+            self.listing_seen.insert(id.clone(), mtime);
+            let Ok(text) = std::fs::read_to_string(&path) else {
                 continue;
             };
-            let Some(obs) = volee_harness::listing::parse_status(&agent.harness, &text) else {
+            let Some(obs) = volee_harness::listing::parse_status(&harness, &text) else {
                 continue;
             };
             let at = mtime
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map(|d| d.as_millis() as Millis)
                 .unwrap_or(0);
-            if agent.session_id.is_none() {
-                agent.session_id = obs.session_id.clone();
+            if let (true, Some(session)) = (unnamed, obs.session_id) {
+                self.registry.edit(&id, |a| a.session_id = Some(session));
             }
-            agent.signals.listing = Some(HookSignal {
-                at,
-                event: obs.evidence,
-                state: obs.state,
-            });
+            self.registry.observe(
+                &id,
+                Observation::Listing(HookSignal {
+                    at,
+                    event: obs.evidence,
+                    state: obs.state,
+                }),
+            );
         }
-        self.listing_seen.extend(seen);
     }
 
     /// Ask tmux for the pane's screen without blocking the actor; the text comes back as a message.
@@ -1395,7 +1385,7 @@ impl Daemon {
                 let (title_at, title) = self
                     .registry
                     .get(&id)
-                    .and_then(|a| a.signals.title.clone())
+                    .and_then(|a| a.signals().title.clone())
                     .unwrap_or_default();
                 let Some((harness, measured)) = self
                     .registry
@@ -1406,23 +1396,24 @@ impl Daemon {
                 };
                 let found = self.rules_for(&harness, measured).classify(&text, &title);
                 if let Some(m) = found {
-                    if let Some(agent) = self.registry.get_mut(&id) {
-                        // Dated by the output the screen shows, not by when it was read: a
-                        // hook that came in between is newer than this screen. A title rule
-                        // is as old as the title (Gemini's "Working…" title outlives the
-                        // permission hook by more than a second under load).
-                        let at = if m.from_title {
-                            title_at.min(output_at)
-                        } else {
-                            output_at
-                        };
-                        agent.signals.prompt = Some(PromptMatch {
+                    // Dated by the output the screen shows, not by when it was read: a hook
+                    // that came in between is newer than this screen. A title rule is as old
+                    // as the title (Gemini's "Working…" title outlives the permission hook by
+                    // more than a second under load).
+                    let at = if m.from_title {
+                        title_at.min(output_at)
+                    } else {
+                        output_at
+                    };
+                    self.registry.observe(
+                        &id,
+                        Observation::Screen(PromptMatch {
                             at,
                             rule: m.rule,
                             text: m.text,
                             state: m.state,
-                        });
-                    }
+                        }),
+                    );
                 }
             }
             Msg::PaneStatus { id, value } => {
@@ -1456,21 +1447,23 @@ impl Daemon {
 
     /// A discovered agent's version: its profile fit, hence its screen rules, from now on.
     fn on_version(&mut self, id: &str, version: String) {
-        let Some(a) = self.registry.get_mut(id) else {
+        let Some(a) = self
+            .registry
+            .get(id)
+            .filter(|a| a.harness_version.is_none())
+        else {
             return;
         };
-        if a.harness_version.is_some() {
-            return;
-        }
-        a.profile_fit = match volee_harness::profile(&a.harness).and_then(|p| p.measured) {
+        let fit = match volee_harness::profile(&a.harness).and_then(|p| p.measured) {
             Some(range) if range.contains(&version) => ProfileFit::Measured,
             Some(_) => ProfileFit::OtherVersion,
             None => ProfileFit::Generic,
         };
-        a.harness_version = Some(version);
+        self.registry.edit(id, |a| {
+            a.profile_fit = fit;
+            a.harness_version = Some(version);
+        });
         self.screen_checked.remove(id);
-        self.changed.insert(id.to_string());
-        self.save_needed = true;
     }
 
     /// Ask each listing server of live agents (Codex's app-server) for its threads, without
@@ -1517,11 +1510,12 @@ impl Daemon {
             }
         };
         let now = now_ms();
-        for agent in self.registry.iter_mut() {
+        let mut found = Vec::new();
+        for agent in self.registry.iter() {
             if agent.is_ended() || agent.listing_socket.as_deref() != Some(socket) {
                 continue;
             }
-            let prompt = codex_prompt(&agent.command);
+            let prompt = volee_harness::listing::positional_prompt(&agent.harness, &agent.command);
             let thread = match agent.session_id.as_deref() {
                 Some(id) => threads.iter().find(|t| t.id == id),
                 None => crate::codex_server::match_thread(
@@ -1531,28 +1525,22 @@ impl Daemon {
                     agent.created_at / 1000,
                 ),
             };
-            let Some(thread) = thread else { continue };
-            if agent.session_id.is_none() {
-                tracing::info!("agent {}: Codex thread {}", agent.id, thread.id);
-                agent.session_id = Some(thread.id.clone());
-                self.changed.insert(agent.id.clone());
-                self.save_needed = true;
+            if let Some(thread) = thread {
+                found.push((agent.id.clone(), agent.session_id.is_none(), thread));
             }
-            let Some(state) = thread.state() else {
-                continue;
-            };
-            let event = format!("app-server {}", thread.status.describe());
-            let same = agent
-                .signals
-                .listing
-                .as_ref()
-                .is_some_and(|l| l.event == event);
-            if !same {
-                agent.signals.listing = Some(HookSignal {
-                    at: now,
-                    event,
-                    state,
-                });
+        }
+        for (id, unnamed, thread) in found {
+            if unnamed {
+                tracing::info!("agent {id}: Codex thread {}", thread.id);
+                self.registry
+                    .edit(&id, |a| a.session_id = Some(thread.id.clone()));
+            }
+            if let Some(state) = thread.state() {
+                let event = format!("app-server {}", thread.status.describe());
+                self.registry.observe(
+                    &id,
+                    volee_core::observation::listing_poll(now, event, state),
+                );
             }
         }
     }
@@ -1566,14 +1554,14 @@ impl Daemon {
             .iter()
             .filter(|a| !a.is_ended())
             .filter_map(|a| {
-                let port = crate::opencode_server::server_port(&a.harness, &a.command)?;
+                let port = volee_harness::listing::server_port(&a.harness, &a.command)?;
                 Some(crate::opencode_server::Wanted {
                     id: a.id.clone(),
                     port,
                     session: a.session_id.clone(),
                     // Only right after the launch: a restarted daemon must not type it again.
                     prompt: (a.origin == Origin::Launched && now < a.created_at + 60_000)
-                        .then(|| crate::opencode_server::resume_prompt(&a.command))
+                        .then(|| volee_harness::listing::resume_prompt(&a.harness, &a.command))
                         .flatten(),
                 })
             })
@@ -1594,28 +1582,18 @@ impl Daemon {
         let Some((observation, session)) = self.opencode.apply(id, &update) else {
             return;
         };
-        let Some(agent) = self.registry.get_mut(id).filter(|a| !a.is_ended()) else {
+        let Some(agent) = self.registry.get(id).filter(|a| !a.is_ended()) else {
             return;
         };
         if let (None, Some(session)) = (&agent.session_id, session) {
             tracing::info!("agent {id}: OpenCode session {session}");
-            agent.session_id = Some(session);
-            self.changed.insert(id.to_string());
-            self.save_needed = true;
+            self.registry.edit(id, |a| a.session_id = Some(session));
         }
         if let Some((state, event)) = observation {
-            let same = agent
-                .signals
-                .listing
-                .as_ref()
-                .is_some_and(|l| l.event == event && l.state == state);
-            if !same {
-                agent.signals.listing = Some(HookSignal {
-                    at: now_ms(),
-                    event,
-                    state,
-                });
-            }
+            self.registry.observe(
+                id,
+                volee_core::observation::listing_poll(now_ms(), event, state),
+            );
         }
     }
 
@@ -1643,7 +1621,7 @@ impl Daemon {
                 if let Some(w) = self.zellij.get_mut(session) {
                     w.last_agents.clear();
                 }
-                self.changed.insert(String::new());
+                self.status_dirty = true;
             }
             ZellijMsg::Event(PluginEvent::Mismatch { .. }) => {}
             ZellijMsg::Event(PluginEvent::Panes { panes }) => {
@@ -1669,16 +1647,18 @@ impl Daemon {
                     );
                 }
                 // A pane that is no longer listed was closed.
-                for agent in self.registry.iter_mut() {
-                    if let Host::Zellij {
-                        session: s, pane, ..
-                    } = &agent.host
-                    {
-                        if s == session && !agent.is_ended() && !alive.contains(pane) {
-                            agent.signals.process_gone.get_or_insert(now);
-                            self.changed.insert(agent.id.clone());
-                        }
-                    }
+                let closed: Vec<String> = self
+                    .registry
+                    .iter()
+                    .filter(|a| {
+                        matches!(&a.host, Host::Zellij { session: s, pane, .. }
+                            if s == session && !alive.contains(pane))
+                    })
+                    .map(|a| a.id.clone())
+                    .collect();
+                for id in closed {
+                    self.registry
+                        .observe(&id, Observation::ProcessGone { at: now });
                 }
             }
             ZellijMsg::Event(PluginEvent::Screen { pane, lines }) => {
@@ -1692,29 +1672,33 @@ impl Daemon {
             ZellijMsg::Event(PluginEvent::Bell { panes, .. }) => {
                 for pane in panes {
                     if let Some(id) = self.zellij_agent(session, pane) {
-                        if let Some(a) = self.registry.get_mut(&id) {
-                            a.signals.last_bell = Some(now);
-                        }
+                        self.registry.observe(&id, Observation::Bell { at: now });
                     }
                 }
             }
             ZellijMsg::Event(PluginEvent::Closed { pane }) => {
                 if let Some(id) = self.zellij_agent(session, pane) {
-                    if let Some(a) = self.registry.get_mut(&id) {
-                        if a.signals.exit.is_none() {
-                            a.signals.process_gone.get_or_insert(now);
-                        }
+                    if self
+                        .registry
+                        .get(&id)
+                        .is_some_and(|a| a.signals().exit.is_none())
+                    {
+                        self.registry
+                            .observe(&id, Observation::ProcessGone { at: now });
                     }
                 }
             }
             ZellijMsg::SessionGone => {
                 tracing::info!("zellij session {session:?} is gone");
-                for agent in self.registry.iter_mut() {
-                    if matches!(&agent.host, Host::Zellij { session: s, .. } if s == session)
-                        && !agent.is_ended()
-                    {
-                        agent.signals.process_gone.get_or_insert(now);
-                    }
+                let gone: Vec<String> = self
+                    .registry
+                    .iter()
+                    .filter(|a| matches!(&a.host, Host::Zellij { session: s, .. } if s == session))
+                    .map(|a| a.id.clone())
+                    .collect();
+                for id in gone {
+                    self.registry
+                        .observe(&id, Observation::ProcessGone { at: now });
                 }
                 self.zellij.remove(session);
             }
@@ -1736,29 +1720,32 @@ impl Daemon {
         let Some(id) = self.zellij_agent(session, pane) else {
             return;
         };
-        let Some(a) = self.registry.get_mut(&id) else {
+        let Some(a) = self.registry.get(&id) else {
             return;
         };
-        if let Host::Zellij { tab, .. } = &mut a.host {
-            let position = tab_position as u32;
-            if *tab != position {
-                *tab = position;
-                self.changed.insert(id.clone());
-            }
+        let position = tab_position as u32;
+        if matches!(&a.host, Host::Zellij { tab, .. } if *tab != position) {
+            self.registry.edit(&id, |a| {
+                if let Host::Zellij { tab, .. } = &mut a.host {
+                    *tab = position;
+                }
+            });
         }
-        if a.signals.title.as_ref().map(|(_, t)| t.as_str()) != Some(title) {
-            a.signals.title = Some((now, title.to_string()));
-            self.changed.insert(id.clone());
+        let title = Observation::Title {
+            at: now,
+            title: title.to_string(),
+        };
+        if self.registry.observe(&id, title) {
             // Titles carry state for some harnesses: read the screen again.
             self.screen_checked.remove(&id);
         }
-        if exited && a.signals.exit.is_none() && !a.is_ended() {
-            a.signals.exit = Some(ExitFact {
+        if exited {
+            let exit = ExitFact {
                 at: now,
                 status: exit_status,
                 signal: None,
-            });
-            self.save_needed = true;
+            };
+            self.registry.observe(&id, Observation::Exit(exit));
         }
     }
 
@@ -1787,11 +1774,9 @@ impl Daemon {
         if self.echo_until.get(&id).is_some_and(|until| now < *until) {
             return;
         }
-        if let Some(a) = self.registry.get_mut(&id) {
-            a.signals.last_output = Some(now);
-        }
+        self.registry.observe(&id, Observation::Output { at: now });
         if self.watchers.iter().any(|(w, _)| *w == id) {
-            self.changed.insert(id);
+            self.registry.touch(&id);
         }
     }
 
@@ -1950,7 +1935,7 @@ impl Daemon {
         } else {
             event.agent.clone()
         };
-        let Some(agent) = self.registry.get_mut(&agent_id) else {
+        let Some(agent) = self.registry.get(&agent_id) else {
             tracing::warn!(
                 "hook {:?} {:?} names unknown agent {:?}",
                 event.harness,
@@ -1993,10 +1978,10 @@ impl Daemon {
             );
             return;
         }
-        if agent.session_id.is_none() {
-            agent.session_id = event.session_id.clone();
-            self.changed.insert(agent.id.clone());
-            self.save_needed = true;
+        let unnamed = agent.session_id.is_none();
+        if let (true, Some(session)) = (unnamed, &event.session_id) {
+            self.registry
+                .edit(&agent_id, |a| a.session_id = Some(session.clone()));
         }
         let payload = serde_json::Value::Object(
             event
@@ -2007,24 +1992,17 @@ impl Daemon {
         );
         match volee_harness::hook_meaning(&event.harness, &event.event, &payload) {
             Some(volee_harness::HookMeaning::State(state)) => {
-                // Spooled events replay in order; never let an older one undo a newer one.
-                if agent
-                    .signals
-                    .hook
-                    .as_ref()
-                    .is_none_or(|h| h.at <= event.at_ms)
-                {
-                    agent.signals.hook = Some(HookSignal {
-                        at: event.at_ms,
-                        event: event.event.clone(),
-                        state,
-                    });
-                }
+                let hook = HookSignal {
+                    at: event.at_ms,
+                    event: event.event.clone(),
+                    state,
+                };
+                self.registry.observe(&agent_id, Observation::Hook(hook));
             }
             Some(volee_harness::HookMeaning::Evidence) => {
-                tracing::debug!("agent {}: hook {:?} (evidence)", agent.id, event.event);
+                tracing::debug!("agent {agent_id}: hook {:?} (evidence)", event.event);
             }
-            None => tracing::debug!("agent {}: hook {:?} ignored", agent.id, event.event),
+            None => tracing::debug!("agent {agent_id}: hook {:?} ignored", event.event),
         }
     }
 
@@ -2050,7 +2028,7 @@ impl Daemon {
         let Some(agent) = self.registry.get(id) else {
             return;
         };
-        if agent.signals.exit.is_some() || agent.is_ended() {
+        if agent.signals().exit.is_some() || agent.is_ended() {
             return;
         }
         tracing::debug!(
@@ -2079,10 +2057,7 @@ impl Daemon {
             }
         }
         self.exit_retries.remove(id);
-        if let Some(agent) = self.registry.get_mut(id) {
-            agent.signals.exit = Some(exit);
-            self.save_needed = true;
-        }
+        self.registry.observe(id, Observation::Exit(exit));
     }
 
     async fn on_connection_event(&mut self, event: ConnectionEvent) {
@@ -2119,39 +2094,30 @@ impl Daemon {
                         // The harness drawing what volee is typing into its input box.
                         return;
                     }
-                    if let Some(a) = self.registry.get_mut(&id) {
-                        a.signals.last_output = Some(now);
-                    }
+                    self.registry.observe(&id, Observation::Output { at: now });
                     // Someone waits for this agent to react (`volee send`, `volee wait`).
                     if self.watchers.iter().any(|(w, _)| *w == id) {
-                        self.changed.insert(id);
+                        self.registry.touch(&id);
                     }
                 }
             }
             ControlEvent::Bell { pane } => {
                 if let Some(id) = self.agent_by_pane(&key.socket, &pane) {
-                    if let Some(a) = self.registry.get_mut(&id) {
-                        a.signals.last_bell = Some(now);
-                    }
+                    self.registry.observe(&id, Observation::Bell { at: now });
                 }
             }
             ControlEvent::Title { pane, title } => {
                 if let Some(id) = self.agent_by_pane(&key.socket, &pane) {
-                    if let Some(a) = self.registry.get_mut(&id) {
-                        // A title set again to the same text is no news: it keeps its age.
-                        if a.signals.title.as_ref().map(|(_, t)| t) != Some(&title) {
-                            a.signals.title = Some((now, title));
-                            self.changed.insert(id.clone());
-                        }
-                    }
+                    // A title set again to the same text is no news: it keeps its age.
+                    self.registry
+                        .observe(&id, Observation::Title { at: now, title });
                     // A title is not output, but titles carry state (Codex's "[ ! ] Action
                     // Required"): read the screen and title rules, at most twice a second.
                     // Only for agents without hooks or a status file: those mark turns better, and
                     // a screen read right after a hook may still show the screen before it.
-                    let hookless = self
-                        .registry
-                        .get(&id)
-                        .is_some_and(|a| a.signals.hook.is_none() && a.signals.listing.is_none());
+                    let hookless = self.registry.get(&id).is_some_and(|a| {
+                        a.signals().hook.is_none() && a.signals().listing.is_none()
+                    });
                     let due = hookless
                         && self
                             .title_read_at
@@ -2205,13 +2171,17 @@ impl Daemon {
         let rows = match listing {
             Ok(text) => parse_pane_rows(&text),
             Err(TmuxError::NoServer { .. }) => {
-                for agent in self.registry.iter_mut() {
-                    if !agent.is_ended() && host_socket(&agent.host) == Some(socket) {
-                        agent.signals.host_lost = Some(now);
-                    }
+                let lost: Vec<String> = self
+                    .registry
+                    .iter()
+                    .filter(|a| host_socket(&a.host) == Some(socket))
+                    .map(|a| a.id.clone())
+                    .collect();
+                for id in lost {
+                    self.registry
+                        .observe(&id, Observation::HostLost { at: now });
                 }
                 self.conns.retain(|k, _| k.socket != socket);
-                self.save_needed = true;
                 return;
             }
             Err(e) => {
@@ -2222,15 +2192,21 @@ impl Daemon {
         let socket_text = socket.display().to_string();
         let mut exits = Vec::new();
         for row in rows.iter().filter(|r| !r.agent.is_empty()) {
-            match self.registry.get_mut(&row.agent) {
+            match self.registry.get(&row.agent) {
                 Some(agent) if !agent.is_ended() => {
-                    agent.host = Host::Tmux {
+                    let host = Host::Tmux {
                         socket: socket_text.clone(),
                         session: row.session.clone(),
                         window: row.window.clone(),
                         pane: row.pane.clone(),
                     };
-                    agent.pid = row.pid.or(agent.pid);
+                    let pid = row.pid.or(agent.pid);
+                    if agent.host != host || agent.pid != pid {
+                        self.registry.edit(&row.agent, |a| {
+                            a.host = host;
+                            a.pid = pid;
+                        });
+                    }
                     if row.dead {
                         exits.push((
                             row.agent.clone(),
@@ -2282,15 +2258,15 @@ impl Daemon {
                         record.created_at = (activity * 1000).min(now);
                         record.state_since = record.created_at;
                     }
+                    self.registry.insert(record);
                     if row.dead {
-                        record.signals.exit = Some(ExitFact {
+                        let exit = ExitFact {
                             at: now,
                             status: row.status,
                             signal: row.signal,
-                        });
+                        };
+                        self.registry.observe(&row.agent, Observation::Exit(exit));
                     }
-                    self.registry.insert(record);
-                    self.save_needed = true;
                 }
             }
         }
@@ -2302,20 +2278,23 @@ impl Daemon {
             .filter(|r| !r.agent.is_empty())
             .map(|r| r.agent.as_str())
             .collect();
+        // Discovered agents carry no @volee-agent option: the /proc rescan follows them.
+        let gone: Vec<(String, Option<u32>)> = self
+            .registry
+            .iter()
+            .filter(|a| {
+                !a.is_ended()
+                    && a.origin == Origin::Launched
+                    && host_socket(&a.host) == Some(socket)
+                    && !present.contains(a.id.as_str())
+            })
+            .map(|a| (a.id.clone(), a.pid))
+            .collect();
         let mut orphans = Vec::new();
-        for agent in self.registry.iter_mut() {
-            // Discovered agents carry no @volee-agent option: the /proc rescan follows them.
-            if !agent.is_ended()
-                && agent.origin == Origin::Launched
-                && host_socket(&agent.host) == Some(socket)
-                && !present.contains(agent.id.as_str())
-            {
-                agent.signals.pane_gone = Some(now);
-                self.save_needed = true;
-                if let Some(pid) = agent.pid {
-                    orphans.push(pid);
-                }
-            }
+        for (id, pid) in gone {
+            self.registry
+                .observe(&id, Observation::PaneGone { at: now });
+            orphans.extend(pid);
         }
         // Some harnesses (Gemini) ignore the hangup of a killed pane and live on, reparented:
         // the agent is stopped, so is its whole process group.
@@ -2406,13 +2385,8 @@ impl Daemon {
             if let Err(e) = persist::write_atomic(&pane.env_file, crate::handover::CANCELLED) {
                 tracing::warn!("could not tell pane-exec pid {}: {e}", pane.pid);
             }
-            if let Some(agent) = self.registry.get_mut(&pane.agent) {
-                if !agent.is_ended() {
-                    agent.signals.launch_interrupted = Some(now);
-                    self.changed.insert(pane.agent.clone());
-                    self.save_needed = true;
-                }
-            }
+            self.registry
+                .observe(&pane.agent, Observation::LaunchInterrupted { at: now });
         }
     }
 
@@ -2544,7 +2518,7 @@ impl Daemon {
         if cfg.flash_status {
             self.flashing = true;
             self.flash_until = now_ms() + 3000;
-            self.changed.insert(String::new());
+            self.status_dirty = true;
         }
         if cfg.bell || cfg.osc9 {
             let mut bytes = Vec::new();
@@ -2594,10 +2568,7 @@ impl Daemon {
             .filter_map(|a| Some((a.id.clone(), a.typed_prompt.clone()?)))
             .collect();
         for (id, prompt) in ready {
-            if let Some(a) = self.registry.get_mut(&id) {
-                a.typed_prompt = None;
-            }
-            self.save_needed = true;
+            self.registry.edit(&id, |a| a.typed_prompt = None);
             match self.send_text(&id, &prompt, false).await {
                 Response::Agent { .. } => {
                     tracing::info!("agent {id}: typed its first prompt");
@@ -2648,7 +2619,7 @@ impl Daemon {
     /// (else now), so it never outranks a newer hook; skipped while output is still settling
     /// (the settled read follows).
     fn read_initial_screen(&mut self, id: &str, now: Millis) {
-        let Some(out) = self.registry.get(id).map(|a| a.signals.last_output) else {
+        let Some(out) = self.registry.get(id).map(|a| a.signals().last_output) else {
             return;
         };
         if out.is_some_and(|o| now < o + SCREEN_SETTLE_MS) {
@@ -2661,37 +2632,29 @@ impl Daemon {
     async fn flush(&mut self) {
         self.sync_opencode_watches();
         let now = now_ms();
-        let mut state_changed = false;
+        let transitions = self.registry.reevaluate_all(now, &self.arbiter);
+        let state_changed = !transitions.is_empty();
         let mut news: Vec<(String, crate::notify::Kind)> = Vec::new();
-        for agent in self.registry.iter_mut() {
-            let before = agent.decision.state;
-            let before_since = agent.state_since;
-            if agent.reevaluate(now, &self.arbiter) {
-                self.changed.insert(agent.id.clone());
-                if agent.decision.state != before {
-                    state_changed = true;
-                    let working_ms = if before == volee_protocol::AgentState::Working {
-                        now.saturating_sub(before_since)
-                    } else {
-                        0
-                    };
-                    if let Some(kind) = crate::notify::classify(
-                        before,
-                        agent.decision.state,
-                        working_ms,
-                        self.config.notify.long_turn,
-                    ) {
-                        news.push((agent.id.clone(), kind));
-                    }
-                    tracing::debug!(
-                        "{} {} -> {} ({})",
-                        agent.id,
-                        before,
-                        agent.decision.state,
-                        agent.decision.evidence
-                    );
-                }
+        for t in transitions {
+            let working_ms = if t.before == volee_protocol::AgentState::Working {
+                t.lasted_ms
+            } else {
+                0
+            };
+            if let Some(kind) =
+                crate::notify::classify(t.before, t.after, working_ms, self.config.notify.long_turn)
+            {
+                news.push((t.id.clone(), kind));
             }
+            tracing::debug!(
+                "{} {} -> {} ({})",
+                t.id,
+                t.before,
+                t.after,
+                self.registry
+                    .get(&t.id)
+                    .map_or("", |a| a.decision.evidence.as_str())
+            );
         }
         for (id, kind) in news {
             self.notify(&id, kind, now).await;
@@ -2702,26 +2665,25 @@ impl Daemon {
         // The flash ends: the plain status line again.
         if self.flashing && now >= self.flash_until {
             self.flashing = false;
-            self.changed.insert(String::new());
+            self.status_dirty = true;
         }
         // Quiet ends: notifications on again, and the status line says so.
         if self.quiet_until.is_some_and(|u| now >= u) {
             self.quiet_until = None;
-            self.save_needed = true;
-            self.changed.insert(String::new());
+            self.registry.mark_unsaved();
+            self.status_dirty = true;
         }
         if state_changed {
             self.type_first_prompts().await;
-            self.save_needed = true;
             self.drop_unwatched_connections();
             self.update_zellij_watches();
             self.remove_unneeded_hook_files();
         }
-        if self.save_needed {
+        if self.registry.is_unsaved() {
             self.save();
         }
-        if !self.changed.is_empty() {
-            let changed = std::mem::take(&mut self.changed);
+        let changed = self.registry.take_dirty();
+        if !changed.is_empty() || std::mem::take(&mut self.status_dirty) {
             let registry = &self.registry;
             self.watchers.retain(|(id, tx)| {
                 if !changed.contains(id) {
@@ -2783,7 +2745,7 @@ impl Daemon {
                 }
             }
             self.hook_files.remove(&path);
-            self.save_needed = true;
+            self.registry.mark_unsaved();
         }
     }
 
@@ -2894,10 +2856,13 @@ impl Daemon {
                     }
                 });
             }
-            self.screen_checked.remove(id);
-            self.changed.insert(id.to_string());
-            self.save_needed = true;
         }
+        // Everything kept per agent goes with it.
+        self.screen_checked.remove(id);
+        self.title_read_at.remove(id);
+        self.listing_seen.remove(id);
+        self.exit_retries.remove(id);
+        self.discovered.remove(id);
     }
 
     async fn on_request(&mut self, req: Request) -> Response {
@@ -2959,16 +2924,16 @@ impl Daemon {
                 let socket = PathBuf::from(socket);
                 self.last_status.remove(&socket);
                 self.tmux_servers.insert(socket.clone());
-                self.save_needed = true;
+                self.registry.mark_unsaved();
                 self.resync_server(&socket).await;
-                self.changed.insert(String::new());
+                self.status_dirty = true;
                 Response::Ok
             }
             Request::TmuxDown { socket } => {
                 let socket = PathBuf::from(socket);
                 self.tmux_servers.remove(&socket);
                 self.last_status.remove(&socket);
-                self.save_needed = true;
+                self.registry.mark_unsaved();
                 Response::Ok
             }
             Request::Shutdown => Response::Ok,
@@ -2979,7 +2944,7 @@ impl Daemon {
                 self.quiet_until = until_ms.filter(|u| *u > now_ms());
                 // Saved before the answer: a daemon killed right after still keeps quiet.
                 self.save();
-                self.changed.insert(String::new());
+                self.status_dirty = true;
                 Response::Text {
                     text: match self.quiet_until {
                         Some(u) => format!("quiet until {}", volee_core::registry::rfc3339(u)),
@@ -3109,9 +3074,7 @@ impl Daemon {
             .zip(record.pid)
             .and_then(|(home, pid)| volee_harness::listing::status_file(&req.harness, &home, pid))
             .map(|p| p.display().to_string());
-        if volee_harness::listing::has_listing_server(&req.harness) {
-            record.listing_socket = codex_socket(&req.env);
-        }
+        record.listing_socket = listing_socket(&req.harness, &req.env);
         record.typed_prompt = req.typed_prompt.clone().filter(|p| !p.is_empty());
         record.worktree = crate::worktree::linked_worktree(Path::new(&req.cwd));
         let view = record.view();
@@ -3121,7 +3084,7 @@ impl Daemon {
             let _ = server.run_async(&["kill-pane", "-t", pane]).await;
             return *resp;
         }
-        self.changed.insert(id);
+        self.registry.touch(&id);
         Response::Agent { agent: view }
     }
 
@@ -3185,9 +3148,7 @@ impl Daemon {
             &self.arbiter,
         );
         record.host_env = host_env.clone();
-        if volee_harness::listing::has_listing_server(&req.harness) {
-            record.listing_socket = codex_socket(&req.env);
-        }
+        record.listing_socket = listing_socket(&req.harness, &req.env);
         record.typed_prompt = req.typed_prompt.clone().filter(|p| !p.is_empty());
         record.worktree = crate::worktree::linked_worktree(Path::new(&req.cwd));
         let view = record.view();
@@ -3201,7 +3162,7 @@ impl Daemon {
             self.forget(&id);
             return *resp;
         }
-        self.changed.insert(id);
+        self.registry.touch(&id);
         Response::Agent { agent: view }
     }
 
@@ -3326,10 +3287,7 @@ impl Daemon {
             }
         };
         env.push(("VOLEE_AGENT_TOKEN".into(), token.0.clone()));
-        if let Some(agent) = self.registry.get_mut(id) {
-            agent.hook_token = Some(token);
-            self.save_needed = true;
-        }
+        self.registry.edit(id, |a| a.hook_token = Some(token));
         if let Some(p) = volee_harness::profile(&req.harness) {
             for (k, v) in p.launch_env {
                 env.retain(|(key, _)| key != k);
@@ -3414,10 +3372,8 @@ impl Daemon {
                 Ok(x) => x,
                 Err(resp) => return *resp,
             };
-            if let Some(a) = self.registry.get_mut(&id) {
-                a.signals.stop_requested = Some(now_ms());
-            }
-            self.save_needed = true;
+            self.registry
+                .observe(&id, Observation::StopRequested { at: now_ms() });
             // Closing the pane hangs its program up; the watch then sees the pane gone.
             tokio::spawn(async move {
                 if let Err(e) = cli.close_pane(pane).await {
@@ -3442,10 +3398,8 @@ impl Daemon {
             };
         }
         let now = now_ms();
-        if let Some(a) = self.registry.get_mut(&id) {
-            a.signals.stop_requested = Some(now);
-        }
-        self.save_needed = true;
+        self.registry
+            .observe(&id, Observation::StopRequested { at: now });
         if let Some(pid) = pid {
             signal_group(pid, Signal::SIGTERM);
             signal_group(pid, Signal::SIGHUP);
@@ -3984,16 +3938,7 @@ fn published_session_id(
             .iter()
             .find_map(|p| volee_harness::listing::session_id_from_open_file(harness, p))
     })
-    .or_else(|| {
-        // Copilot's `session-state/<id>/inuse.<pid>.lock`, under its COPILOT_HOME (when its
-        // open files cannot be read).
-        if harness != "copilot" {
-            return None;
-        }
-        let var = |key: &str| env.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
-        let home = volee_harness::listing::copilot_home(var)?;
-        volee_harness::listing::copilot_session_from_lock_files(&home, pid)
-    })
+    .or_else(|| volee_harness::listing::session_id_from_lock_files(harness, env, pid))
 }
 
 /// Every pane of a tmux server (for placing discovered processes); empty when it does not answer.

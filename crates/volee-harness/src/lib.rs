@@ -17,7 +17,10 @@ pub mod rules;
 
 pub use hooks::{hook_events, hook_meaning, HookMeaning};
 pub use input::sanitize_input;
-pub use profile::{profile, profiles, InputRules, Instrumentation, Profile, PromptStyle, Source};
+pub use profile::{
+    profile, profiles, AppServer, HttpServer, InputRules, Instrumentation, ListingSource, Profile,
+    PromptStyle, Source,
+};
 
 pub use rules::{
     last_line, last_lines, rules_for, Region, RuleMatch, RuleSet, RulesError, ScreenRule,

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use volee_protocol::AgentState;
 
+use crate::profile::{HttpServer, ListingSource, PromptStyle};
+
 /// What one status file says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListingObservation {
@@ -17,21 +19,24 @@ pub struct ListingObservation {
     pub session_id: Option<String>,
 }
 
-/// The status file of a harness process, when the harness keeps one.
+/// The status file of a harness process, when the harness keeps one
+/// ([`ListingSource::StatusFile`]).
 pub fn status_file(harness: &str, home: &Path, pid: u32) -> Option<PathBuf> {
-    match harness {
-        "claude" => Some(
-            home.join(".claude")
-                .join("sessions")
-                .join(format!("{pid}.json")),
-        ),
+    match listing_of(harness) {
+        ListingSource::StatusFile { dir } => Some(home.join(dir).join(format!("{pid}.json"))),
         _ => None,
     }
 }
 
+/// The listing source of `harness` (none for an unknown one).
+pub fn listing_of(harness: &str) -> ListingSource {
+    crate::profile(harness).map_or(ListingSource::None, |p| p.listing)
+}
+
 /// Parse a status file of `harness`; None when it says nothing volee knows.
 pub fn parse_status(harness: &str, text: &str) -> Option<ListingObservation> {
-    if harness != "claude" || text.len() > 1024 * 1024 {
+    let kept = matches!(listing_of(harness), ListingSource::StatusFile { .. });
+    if !kept || text.len() > 1024 * 1024 {
         return None;
     }
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
@@ -130,10 +135,134 @@ pub fn parse_session_id(harness: &str, text: &str, pid: u32) -> Option<String> {
     (!id.is_empty() && id.len() <= 200).then(|| id.to_string())
 }
 
-/// Does this harness run a server that lists its sessions with their states (Codex's shared
-/// app-server daemon, `~/.codex/app-server-control/app-server-control.sock`)?
+/// Does this harness run a server that lists its sessions with their states
+/// ([`ListingSource::AppServer`]: Codex's shared app-server daemon)?
 pub fn has_listing_server(harness: &str) -> bool {
-    harness == "codex"
+    matches!(listing_of(harness), ListingSource::AppServer(_))
+}
+
+/// Does this harness serve its own state over HTTP ([`ListingSource::HttpServer`])? Its
+/// helper processes run the same program ([`not_an_agent`]).
+pub fn has_own_server(harness: &str) -> bool {
+    matches!(listing_of(harness), ListingSource::HttpServer(_))
+}
+
+/// The app server's socket for a process with environment `env`: `$HOME_ENV/SOCKET`, else
+/// `$HOME/HOME_DIR/SOCKET` (Codex: `$CODEX_HOME`, else `~/.codex`). None for a harness without
+/// one, or an environment naming neither home.
+pub fn app_server_socket(harness: &str, env: &[(String, String)]) -> Option<PathBuf> {
+    let ListingSource::AppServer(server) = listing_of(harness) else {
+        return None;
+    };
+    let home = env_var(env, server.home_env)
+        .map(PathBuf::from)
+        .or_else(|| env_var(env, "HOME").map(|h| Path::new(h).join(server.home_dir)))?;
+    Some(home.join(server.socket))
+}
+
+fn env_var<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    env.iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .filter(|v| !v.is_empty())
+}
+
+/// The first prompt on a command line that passes it as the last positional argument
+/// ([`PromptStyle::Positional`]: `codex [FLAGS] PROMPT`): the last argument, when that is not a
+/// flag. It tells the agent's own session from others in the same folder.
+pub fn positional_prompt(harness: &str, command: &[String]) -> Option<String> {
+    if crate::profile(harness)?.prompt != PromptStyle::Positional {
+        return None;
+    }
+    let last = command.get(1..)?.last()?;
+    (!last.starts_with('-')).then(|| last.clone())
+}
+
+/// The loopback port of the harness's own server, read from the agent's command line
+/// ([`ListingSource::HttpServer`]: `--port P`, with no `--hostname` or a loopback/any-address
+/// one). None for a harness without one, no port, port 0 (a random one nobody can know), or a
+/// server bound elsewhere (volee talks to loopback only).
+pub fn server_port(harness: &str, command: &[String]) -> Option<u16> {
+    let ListingSource::HttpServer(server) = listing_of(harness) else {
+        return None;
+    };
+    let args = command.get(1..)?;
+    let port: u16 = flag_value(server, args, &[server.port_flag])?
+        .parse()
+        .ok()?;
+    let loopback = match flag_value(server, args, &[server.hostname_flag]) {
+        None => true,
+        Some(h) => matches!(
+            h,
+            "127.0.0.1" | "localhost" | "0.0.0.0" | "::" | "::1" | "[::1]"
+        ),
+    };
+    (port != 0 && loopback).then_some(port)
+}
+
+/// The first prompt of a resumed session (the prompt flag with a session or continue flag),
+/// which the harness ignores (OpenCode 1.18.33): volee hands it over through the server.
+pub fn resume_prompt(harness: &str, command: &[String]) -> Option<String> {
+    let ListingSource::HttpServer(server) = listing_of(harness) else {
+        return None;
+    };
+    let args = command.get(1..)?;
+    let resumed = flag_value(server, args, server.session_flags).is_some()
+        || has_flag(server, args, server.continue_flags);
+    let prompt = flag_value(server, args, &[server.prompt_flag])?;
+    (resumed && !prompt.is_empty()).then(|| prompt.to_string())
+}
+
+/// A found process of a harness with its own server that is no agent: a child of one (it
+/// carries the harness's child marker in its environment) or a helper subcommand (`opencode
+/// serve`, `opencode mcp …`).
+pub fn not_an_agent(harness: &str, argv: &[String], env: &[(String, String)]) -> bool {
+    let ListingSource::HttpServer(server) = listing_of(harness) else {
+        return false;
+    };
+    env.iter().any(|(k, _)| k == server.child_marker_env)
+        || argv
+            .get(1)
+            .is_some_and(|a| server.helper_subcommands.contains(&a.as_str()))
+}
+
+/// The value of `--name V` / `--name=V` in `args` (values of other flags skipped).
+fn flag_value<'a>(server: &HttpServer, args: &'a [String], names: &[&str]) -> Option<&'a str> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--" {
+            break;
+        }
+        for n in names {
+            if a == n {
+                return it.next().map(String::as_str);
+            }
+            if let Some(v) = a.strip_prefix(n).and_then(|r| r.strip_prefix('=')) {
+                return Some(v);
+            }
+        }
+        if server.value_flags.contains(&a.as_str()) {
+            it.next();
+        }
+    }
+    None
+}
+
+/// Is one of the boolean flags `names` among `args` (values of other flags skipped)?
+fn has_flag(server: &HttpServer, args: &[String], names: &[&str]) -> bool {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--" {
+            break;
+        }
+        if names.contains(&a.as_str()) {
+            return true;
+        }
+        if server.value_flags.contains(&a.as_str()) {
+            it.next();
+        }
+    }
+    false
 }
 
 /// Does this harness hold its transcript (Codex) or a per-session lock file (Copilot) open (see
@@ -190,6 +319,21 @@ fn copilot_session_id_shape(id: &str) -> bool {
         && groups
             .iter()
             .all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The session of process `pid` from the per-process lock files its harness keeps, for when
+/// its open files cannot be read (Copilot's [`copilot_session_from_lock_files`]); None for other
+/// harnesses.
+pub fn session_id_from_lock_files(
+    harness: &str,
+    env: &[(String, String)],
+    pid: u32,
+) -> Option<String> {
+    if harness != "copilot" {
+        return None;
+    }
+    let home = copilot_home(|key| env_var(env, key).map(String::from))?;
+    copilot_session_from_lock_files(&home, pid)
 }
 
 /// Copilot's state directory for a process environment: `$COPILOT_HOME` when set (absolute),
@@ -357,5 +501,161 @@ mod session_tests {
             ),
             None
         );
+    }
+}
+
+#[cfg(test)]
+mod server_tests {
+    use super::*;
+
+    fn args(s: &[&str]) -> Vec<String> {
+        s.iter().map(|a| a.to_string()).collect()
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn each_harness_names_its_listing_in_its_profile() {
+        assert!(matches!(
+            listing_of("claude"),
+            ListingSource::StatusFile { .. }
+        ));
+        assert!(matches!(listing_of("codex"), ListingSource::AppServer(_)));
+        assert!(matches!(
+            listing_of("opencode"),
+            ListingSource::HttpServer(_)
+        ));
+        assert_eq!(listing_of("gemini"), ListingSource::None);
+        assert_eq!(listing_of("no-such-harness"), ListingSource::None);
+        assert!(has_listing_server("codex") && !has_listing_server("claude"));
+    }
+
+    #[test]
+    fn the_app_server_socket_follows_the_agents_environment() {
+        let sock = "app-server-control/app-server-control.sock";
+        assert_eq!(
+            app_server_socket("codex", &env(&[("CODEX_HOME", "/c"), ("HOME", "/h")])),
+            Some(Path::new("/c").join(sock))
+        );
+        assert_eq!(
+            app_server_socket("codex", &env(&[("CODEX_HOME", ""), ("HOME", "/h")])),
+            Some(Path::new("/h/.codex").join(sock))
+        );
+        assert_eq!(app_server_socket("codex", &[]), None);
+        assert_eq!(app_server_socket("claude", &env(&[("HOME", "/h")])), None);
+    }
+
+    #[test]
+    fn a_positional_first_prompt_is_the_last_argument_unless_a_flag() {
+        let c = args(&["codex", "--yolo", "fix the tests"]);
+        assert_eq!(
+            positional_prompt("codex", &c).as_deref(),
+            Some("fix the tests")
+        );
+        assert_eq!(
+            positional_prompt("codex", &args(&["codex", "--yolo"])),
+            None
+        );
+        assert_eq!(positional_prompt("codex", &args(&["codex"])), None);
+        assert_eq!(positional_prompt("claude", &c), None);
+    }
+
+    #[test]
+    fn ports_come_from_the_command_line_and_only_for_loopback() {
+        let c = args(&[
+            "/x/opencode",
+            "--port",
+            "4100",
+            "--hostname",
+            "127.0.0.1",
+            "--prompt",
+            "hi",
+        ]);
+        assert_eq!(server_port("opencode", &c), Some(4100));
+        assert_eq!(
+            server_port("opencode", &args(&["opencode", "--port=4101"])),
+            Some(4101)
+        );
+        assert_eq!(server_port("codex", &c), None);
+        assert_eq!(server_port("opencode", &args(&["opencode"])), None);
+        assert_eq!(
+            server_port("opencode", &args(&["opencode", "--port", "0"])),
+            None
+        );
+        assert_eq!(
+            server_port("opencode", &args(&["opencode", "--port", "x"])),
+            None
+        );
+        assert_eq!(
+            server_port(
+                "opencode",
+                &args(&["opencode", "--port", "9", "--hostname", "10.0.0.2"])
+            ),
+            None
+        );
+        assert_eq!(
+            server_port(
+                "opencode",
+                &args(&["opencode", "--hostname=0.0.0.0", "--port", "9"])
+            ),
+            Some(9)
+        );
+        // A prompt that reads like a flag is a value, not a flag.
+        assert_eq!(
+            server_port(
+                "opencode",
+                &args(&["opencode", "--prompt", "--port", "--port", "7"])
+            ),
+            Some(7)
+        );
+    }
+
+    #[test]
+    fn a_resumed_sessions_prompt_is_handed_over() {
+        let o = "opencode";
+        let c = args(&[
+            "opencode", "-s", "ses_1", "--port", "1", "--prompt", "go on",
+        ]);
+        assert_eq!(resume_prompt(o, &c).as_deref(), Some("go on"));
+        assert_eq!(
+            resume_prompt(o, &args(&["opencode", "--prompt", "new"])),
+            None
+        );
+        assert_eq!(
+            resume_prompt(o, &args(&["opencode", "--prompt", "-c"])),
+            None
+        );
+        assert_eq!(
+            resume_prompt(o, &args(&["opencode", "-c", "--prompt", ""])),
+            None
+        );
+        assert_eq!(
+            resume_prompt(o, &args(&["opencode", "--session=ses_1", "--prompt=x"])).as_deref(),
+            Some("x")
+        );
+        assert_eq!(resume_prompt("codex", &c), None);
+    }
+
+    #[test]
+    fn children_and_subcommands_are_no_agents() {
+        let env = env(&[("OPENCODE_PID", "42")]);
+        assert!(not_an_agent("opencode", &args(&["opencode"]), &env));
+        assert!(not_an_agent("opencode", &args(&["opencode", "serve"]), &[]));
+        assert!(!not_an_agent(
+            "opencode",
+            &args(&["opencode", "--prompt", "serve"]),
+            &[]
+        ));
+        assert!(!not_an_agent(
+            "opencode",
+            &args(&["opencode", "/w/serve"]),
+            &[]
+        ));
+        assert!(!not_an_agent("claude", &args(&["claude"]), &env));
     }
 }

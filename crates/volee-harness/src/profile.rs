@@ -95,6 +95,58 @@ pub enum Source {
     Activity,
 }
 
+/// Where a harness reports its own state, read as the `listing` source. The daemon picks its
+/// reader from this, never from the harness's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ListingSource {
+    None,
+    /// A JSON status file per process, `HOME/<dir>/<pid>.json` (`status`, `waitingFor`,
+    /// `sessionId`: Claude Code's `~/.claude/sessions`).
+    StatusFile {
+        dir: &'static str,
+    },
+    /// A shared app server that lists its sessions with their states over a Unix socket:
+    /// `$<home_env>/<socket>`, the home defaulting to `HOME/<home_dir>` (Codex).
+    AppServer(&'static AppServer),
+    /// The harness's own HTTP server on a loopback port named on its command line; its event
+    /// stream is read per agent (OpenCode).
+    HttpServer(&'static HttpServer),
+}
+
+/// Where an app server listens ([`ListingSource::AppServer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AppServer {
+    pub home_env: &'static str,
+    pub home_dir: &'static str,
+    /// The socket's path under the home.
+    pub socket: &'static str,
+}
+
+/// What a command line says about the harness's own HTTP server ([`ListingSource::HttpServer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HttpServer {
+    /// `--port P` / `--port=P`: no port (or 0) means no server volee can know.
+    pub port_flag: &'static str,
+    /// `--hostname H`: the server is read only when bound to loopback (or any address).
+    pub hostname_flag: &'static str,
+    /// The first prompt's flag, which a resumed session ignores: volee hands it over through
+    /// the server instead.
+    pub prompt_flag: &'static str,
+    /// Flags that resume a session with a value (`-s ID`) …
+    pub session_flags: &'static [&'static str],
+    /// … and without one (`-c`).
+    pub continue_flags: &'static [&'static str],
+    /// Every flag that takes a value: its value is skipped when looking for another flag (a
+    /// prompt may read `--port 1`).
+    pub value_flags: &'static [&'static str],
+    /// First arguments that make a process no agent (`serve`, `mcp …`).
+    pub helper_subcommands: &'static [&'static str],
+    /// An environment variable every child process of the harness carries: such a process is
+    /// no agent of its own.
+    pub child_marker_env: &'static str,
+}
+
 /// How text must be typed into the harness.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct InputRules {
@@ -148,6 +200,8 @@ pub struct Profile {
     pub session_sources: &'static [&'static str],
     // --- states
     pub states: &'static [Source],
+    /// Where it reports its own state ([`Source::Listing`]).
+    pub listing: ListingSource,
     // --- join
     /// How the harness gets volee's MCP server for one launch.
     pub join: &'static str,
@@ -163,6 +217,61 @@ const TUI_INPUT: InputRules = InputRules {
     submit_key: "Enter",
     interrupt_key: "Escape",
     settle_ms: 0,
+};
+
+/// Codex's shared app-server daemon (the default since 0.171): its control socket.
+const CODEX_APP_SERVER: AppServer = AppServer {
+    home_env: "CODEX_HOME",
+    home_dir: ".codex",
+    socket: "app-server-control/app-server-control.sock",
+};
+
+/// OpenCode's own server (`opencode --help`, 1.18.33).
+const OPENCODE_SERVER: HttpServer = HttpServer {
+    port_flag: "--port",
+    hostname_flag: "--hostname",
+    prompt_flag: "--prompt",
+    session_flags: &["-s", "--session"],
+    continue_flags: &["-c", "--continue"],
+    value_flags: &[
+        "--prompt",
+        "--port",
+        "--hostname",
+        "-m",
+        "--model",
+        "-s",
+        "--session",
+        "--agent",
+        "--log-level",
+        "--mdns-domain",
+        "--cors",
+        "--replay-limit",
+    ],
+    // Subcommands that are no TUI session (`opencode --help`, 1.18.33).
+    helper_subcommands: &[
+        "completion",
+        "acp",
+        "mcp",
+        "debug",
+        "providers",
+        "auth",
+        "agent",
+        "upgrade",
+        "uninstall",
+        "serve",
+        "web",
+        "models",
+        "stats",
+        "export",
+        "import",
+        "github",
+        "session",
+        "plugin",
+        "plug",
+        "db",
+    ],
+    // Every process an OpenCode spawns carries it (measured).
+    child_marker_env: "OPENCODE_PID",
 };
 
 /// Every profile, the generic one last.
@@ -200,6 +309,10 @@ pub fn profiles() -> Vec<Profile> {
                 Source::Screen,
                 Source::Activity,
             ],
+            listing: ListingSource::StatusFile {
+                dir: ".claude/sessions",
+            },
+
             join: "--mcp-config FILE (variadic: the prompt goes after --)",
             // On a loaded machine a multi-line paste followed by Enter 150 ms later was not
             // submitted (1 full loaded suite run in 4): submit once the pane is quiet.
@@ -236,6 +349,8 @@ pub fn profiles() -> Vec<Profile> {
                 Source::Screen,
                 Source::Activity,
             ],
+            listing: ListingSource::AppServer(&CODEX_APP_SERVER),
+
             join: "-c mcp_servers.volee.command=…",
             input: InputRules {
                 enter_delay_ms: 400,
@@ -273,6 +388,8 @@ pub fn profiles() -> Vec<Profile> {
                 Source::Screen,
                 Source::Activity,
             ],
+            listing: ListingSource::None,
+
             join: "mcpServers in the same system-defaults file",
             // Its slash-command list is filtered asynchronously (measured: the full list still shown
             // 400 ms after a paste of `/quit` on a loaded machine, filtered at 500 ms).
@@ -313,6 +430,8 @@ pub fn profiles() -> Vec<Profile> {
                 Source::Screen,
                 Source::Activity,
             ],
+            listing: ListingSource::None,
+
             join: "--mcp-config FILE",
             input: TUI_INPUT,
         },
@@ -348,6 +467,8 @@ pub fn profiles() -> Vec<Profile> {
                 Source::Screen,
                 Source::Activity,
             ],
+            listing: ListingSource::None,
+
             join: "no per-launch flag (config.toml)",
             // Grok's guide: Esc never cancels a running turn, Ctrl+C does.
             input: InputRules {
@@ -384,6 +505,8 @@ pub fn profiles() -> Vec<Profile> {
             process_helpers: &[],
             session_sources: &["none (.aider.chat.history.md in the git root)"],
             states: &[Source::Screen, Source::Activity],
+            listing: ListingSource::None,
+
             join: "none (no MCP in 0.86.2)",
             // prompt_toolkit takes a bracketed paste; Esc does not stop a reply, Ctrl-C does.
             input: InputRules {
@@ -417,6 +540,8 @@ pub fn profiles() -> Vec<Profile> {
             process_helpers: &["plugin-runtime.ts"],
             session_sources: &["none measured (thread ids T-… come from Amp's servers)"],
             states: &[Source::Screen, Source::Activity],
+            listing: ListingSource::None,
+
             join: "--mcp-config JSON",
             input: InputRules {
                 interrupt_key: "Escape",
@@ -447,6 +572,8 @@ pub fn profiles() -> Vec<Profile> {
             process_helpers: &[],
             session_sources: &["hook conversation_id (after volee setup cursor)"],
             states: &[Source::Hooks, Source::Screen, Source::Activity],
+            listing: ListingSource::None,
+
             join: "none per launch (~/.cursor/mcp.json plus approval)",
             input: TUI_INPUT,
         },
@@ -480,6 +607,8 @@ pub fn profiles() -> Vec<Profile> {
                 "opencode session list --format json",
             ],
             states: &[Source::Listing, Source::Screen, Source::Activity],
+            listing: ListingSource::HttpServer(&OPENCODE_SERVER),
+
             join: "mcp in OPENCODE_CONFIG_CONTENT (per launch; not used by volee yet)",
             // On a loaded machine the Enter 150 ms after a pasted `/exit` came while its `/` popup
             // was still being drawn and was lost (the text stayed in the input with the popup
@@ -514,6 +643,8 @@ pub fn profiles() -> Vec<Profile> {
             process_helpers: &[],
             session_sources: &["SessionStart event session_id (the store's session id)"],
             states: &[Source::Hooks, Source::Activity],
+            listing: ListingSource::None,
+
             join: "none",
             input: InputRules {
                 // A pasted prompt of several lines is one prompt: the pane turns bracketed-paste
@@ -544,6 +675,8 @@ pub fn profiles() -> Vec<Profile> {
             process_helpers: &[],
             session_sources: &[],
             states: &[Source::Screen, Source::Activity],
+            listing: ListingSource::None,
+
             join: "none",
             input: InputRules {
                 bracketed_paste: false,
@@ -606,6 +739,8 @@ fn copilot_profile() -> Profile {
             "~/.copilot/session-state/<id>/inuse.<pid>.hold (held open) and inuse.<pid>.lock",
         ],
         states: &[Source::Hooks, Source::Screen, Source::Activity],
+        listing: ListingSource::None,
+
         join: "--additional-mcp-config @FILE",
         // One Ctrl+C cancels a running turn ("Operation cancelled by user"); one Esc does not
         // (the footer says "esc esc"). At an idle prompt one Ctrl+C only shows "ctrl+c again to
