@@ -1,16 +1,24 @@
 //! Fuzz the `/proc` parsers: `cargo +nightly fuzz run proc_parsers` (from `fuzz/`).
-//! Process names and arguments are chosen by whoever started a process: never panic, and a parsed
-//! `stat` keeps the name between the first `(` and the last `)`.
+//! Process names and arguments are chosen by whoever started a process: never panic (`stat` goes
+//! through procfs-core's parser, which panics on some shapes a kernel never writes — volee checks
+//! the shape first), and a parsed `stat` keeps the name between the first `(` and the last `)`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use volee_procscan::{parse_cmdline, parse_environ, parse_stat, pts_path};
+use volee_procscan::{parse_cmdline, parse_environ, parse_stat, parse_status_owner, pts_path};
 
 fuzz_target!(|data: &[u8]| {
     if let Some(stat) = parse_stat(data) {
-        assert!(!stat.comm.contains('\u{0}') || data.contains(&0));
+        let text = String::from_utf8_lossy(data);
+        let line = text.trim();
+        let name = line
+            .find('(')
+            .zip(line.rfind(')'))
+            .and_then(|(open, close)| line.get(open + 1..close));
+        assert_eq!(name, Some(stat.comm.as_str()));
         let _ = pts_path(stat.tty_nr);
     }
+    let _ = parse_status_owner(data);
     let _ = parse_cmdline(data);
     let _ = parse_environ(data);
 });

@@ -570,7 +570,7 @@ mod tests {
         std::os::unix::fs::symlink(target, dir.join("exe")).unwrap();
         std::fs::write(
             dir.join("stat"),
-            format!("{pid} (claude) S 1 {pid} 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 1 1"),
+            format!("{pid} (claude) S 1 {pid} 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 1 1 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0"),
         )
         .unwrap();
         std::fs::write(

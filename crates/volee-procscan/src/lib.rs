@@ -1,7 +1,8 @@
 //! Discovery of harness agents started anywhere: one pass over `/proc`.
 //!
 //! - [`parse`]: pure parsers over the bytes of `stat`, `status`, `cmdline`, `environ` (process
-//!   names and arguments are hostile input; `stat` is split at the last `)`);
+//!   names and arguments are hostile input; `stat` is split at the last `)` by `procfs-core`'s
+//!   parser, the others are ours where `procfs` does not serve, each with the measured reason);
 //! - [`scan`]: a reader with an injectable root, so tests run on fixture trees; it reads `stat` of
 //!   every process, `cmdline` and `status` (the owner) of candidates, and `exe`/`cwd`/`environ`
 //!   only of found agents; [`Scanner`] repeats scans and re-reads only new, young and candidate

@@ -3,6 +3,8 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use procfs_core::FromRead as _;
+
 /// Read a whole file into `buf` (cleared first); false when it cannot be read. `/proc` files
 /// are generated whole at the first read, so one read into a buffer with room for them is the
 /// common case: the second, empty read that `read_to_end` does costs a quarter of a scan.
@@ -204,9 +206,8 @@ impl Scanner {
         if !read_into(&self.root.root.join("uptime"), buf) {
             return None;
         }
-        let text = std::str::from_utf8(buf).ok()?;
-        let secs: f64 = text.split_ascii_whitespace().next()?.parse().ok()?;
-        Some((secs * self.clock_ticks as f64) as u64)
+        let uptime = procfs_core::Uptime::from_read(&buf[..]).ok()?;
+        Some((uptime.uptime * self.clock_ticks as f64) as u64)
     }
 
     /// Every process, as [`ProcRoot::scan_filtered`] sees it, re-reading only what may have

@@ -29,8 +29,9 @@ fn proc_as(
 ) {
     let dir = root.join(pid.to_string());
     std::fs::create_dir_all(&dir).unwrap();
+    // The 52 fields a kernel since 3.5 writes (the parser needs at least the first 37).
     let stat = format!(
-        "{pid} ({comm}) {state} {ppid} {pid} {ppid} 34818 {pid} 4194560 1 0 0 0 5 2 0 0 20 0 12 0 {} 100000 200",
+        "{pid} ({comm}) {state} {ppid} {pid} {ppid} 34818 {pid} 4194560 1 0 0 0 5 2 0 0 20 0 12 0 {} 100000 200 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0",
         1000 + pid
     );
     std::fs::write(dir.join("stat"), stat).unwrap();
