@@ -54,8 +54,6 @@ const DEAD_SUB: &str = "volee-dead";
 const SCREEN_SETTLE_MS: u64 = 250;
 /// At most one title-triggered screen read per agent in this long.
 const TITLE_READ_MS: u64 = 500;
-/// How often harness status files are looked at (only while an agent that has one lives).
-const LISTING_POLL_MS: u64 = 1000;
 /// How long `volee stop` waits after SIGTERM before SIGKILL.
 const STOP_GRACE_MS: u64 = 3000;
 
@@ -91,17 +89,10 @@ enum Msg {
     EscalateStop {
         id: String,
     },
-    /// A watched status-file directory changed.
-    StatusFilesChanged,
+    /// A listing source's background work (`sources`).
+    Source(crate::sources::SourceMsg),
     /// What a zellij session's watch saw.
     Zellij(String, crate::zellij_host::ZellijMsg),
-    /// The threads a Codex app-server lists (or why it could not be asked).
-    CodexThreads {
-        socket: String,
-        threads: Result<Vec<crate::codex_server::CodexThread>, String>,
-    },
-    /// What an OpenCode agent's own server said (agent id, update).
-    Opencode(String, crate::opencode_server::Update),
     /// A discovered agent's version, learnt off the actor (a native binary's `--version` can take
     /// seconds, longer on a harness's first run).
     VersionRead {
@@ -537,33 +528,23 @@ struct Daemon {
     last_status: HashMap<PathBuf, String>,
     /// When `/proc` was last scanned for harness processes started outside volee.
     last_scan: Millis,
-    /// inotify on the directories of status files, so their changes arrive at once (the poll
-    /// stays as a fallback).
-    status_watcher: Option<notify::RecommendedWatcher>,
-    watched_dirs: HashSet<PathBuf>,
     process_rules: Vec<volee_procscan::ProcessRule>,
     /// Repeated `/proc` scans (old processes that are no candidates are re-read in turn).
     scanner: volee_procscan::Scanner,
     /// What the last scan saw of each discovered agent's process: its start time (with the pid,
     /// it tells that process from a later one that got the same pid), launcher and terminal.
     discovered: HashMap<String, crate::discovery::Seen>,
-    /// Modification time of each agent's status file when last read.
-    listing_seen: HashMap<String, SystemTime>,
-    last_listing_poll: Millis,
     /// When each agent's screen was last read because its title changed.
     title_read_at: HashMap<String, Millis>,
     /// How often a dead pane without a status was asked again, per agent.
     exit_retries: HashMap<String, u32>,
+    /// The harnesses' own reports of their state.
+    sources: crate::sources::Sources,
     /// One watch per zellij session that holds live agents.
     zellij: HashMap<String, crate::zellij_host::ZellijWatch>,
     zellij_tx: mpsc::UnboundedSender<(String, crate::zellij_host::ZellijMsg)>,
     /// The last screen text of each zellij agent (zellij pushes screens; tmux is asked).
     zellij_screens: HashMap<String, String>,
-    /// Listing servers being asked right now (one request at a time per server).
-    listing_in_flight: HashSet<String>,
-    /// One event-stream watch per live OpenCode agent with a server port.
-    opencode: crate::opencode_server::Watches,
-    opencode_report: crate::opencode_server::Report,
     /// The status line must be drawn again though no agent changed (a flash ended, quiet).
     status_dirty: bool,
     shutting_down: bool,
@@ -588,18 +569,15 @@ impl Daemon {
                 }
             }
         });
-        let opencode_tx = tx.clone();
-        let opencode_report: crate::opencode_server::Report =
-            std::sync::Arc::new(move |id, update| {
-                let _ = opencode_tx.send(Msg::Opencode(id, update));
-            });
+        let source_tx = tx.clone();
+        let sources = crate::sources::Sources::new(std::sync::Arc::new(move |msg| {
+            let _ = source_tx.send(Msg::Source(msg));
+        }));
         Daemon {
-            opencode: crate::opencode_server::Watches::default(),
-            opencode_report,
+            sources,
             zellij: HashMap::new(),
             zellij_tx,
             zellij_screens: HashMap::new(),
-            listing_in_flight: HashSet::new(),
             paths,
             config,
             arbiter,
@@ -622,14 +600,10 @@ impl Daemon {
             last_status: HashMap::new(),
             exit_retries: HashMap::new(),
             title_read_at: HashMap::new(),
-            listing_seen: HashMap::new(),
             last_scan: 0,
-            status_watcher: None,
-            watched_dirs: HashSet::new(),
             process_rules: crate::discovery::rules(),
             scanner: volee_procscan::Scanner::new(volee_procscan::ProcRoot::default()),
             discovered: HashMap::new(),
-            last_listing_poll: 0,
             status_dirty: false,
             shutting_down: false,
         }
@@ -803,17 +777,15 @@ impl Daemon {
                 let screen = a.signals().last_output.and_then(|out| {
                     (self.screen_checked.get(&a.id) != Some(&out)).then_some(out + SCREEN_SETTLE_MS)
                 });
-                // Status files are polled once a second, only while such an agent lives.
-                let listing = (a.status_file.is_some() || a.listing_socket.is_some())
-                    .then_some(self.last_listing_poll + LISTING_POLL_MS);
-                [a.decision.recheck_at, screen, listing]
+                [a.decision.recheck_at, screen]
             })
             .flatten()
             .min();
         let submits = self.pending_submits.values().map(PendingSubmit::due).min();
         let summary = self.limiter.summary_due(&self.config.notify);
         let flash = self.flashing.then_some(self.flash_until);
-        [agents, scan, submits, summary, flash, self.quiet_until]
+        let listing = self.sources.next_poll(&self.registry);
+        [agents, scan, submits, summary, flash, listing, self.quiet_until]
             .into_iter()
             .flatten()
             .min()
@@ -832,11 +804,7 @@ impl Daemon {
                 p.fire();
             }
         }
-        if now >= self.last_listing_poll + LISTING_POLL_MS {
-            self.last_listing_poll = now;
-            self.poll_status_files();
-            self.poll_listing_servers();
-        }
+        self.sources.poll(&mut self.registry, now);
         let due: Vec<(String, Millis)> = self
             .registry
             .iter()
@@ -1181,98 +1149,6 @@ impl Daemon {
         }
     }
 
-    /// Watch the directories of live agents' status files (those that exist yet).
-    fn watch_status_dirs(&mut self) {
-        use notify::Watcher;
-        let dirs: Vec<PathBuf> = self
-            .registry
-            .iter()
-            .filter(|a| !a.is_ended())
-            .filter_map(|a| {
-                Path::new(a.status_file.as_deref()?)
-                    .parent()
-                    .map(Path::to_path_buf)
-            })
-            .filter(|d| !self.watched_dirs.contains(d) && d.is_dir())
-            .collect();
-        if dirs.is_empty() {
-            return;
-        }
-        if self.status_watcher.is_none() {
-            let tx = self.tx.clone();
-            match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-                if res.is_ok() {
-                    let _ = tx.send(Msg::StatusFilesChanged);
-                }
-            }) {
-                Ok(w) => self.status_watcher = Some(w),
-                Err(e) => {
-                    tracing::warn!("cannot watch status files (polling instead): {e}");
-                    return;
-                }
-            }
-        }
-        if let Some(watcher) = self.status_watcher.as_mut() {
-            for dir in dirs {
-                match watcher.watch(&dir, notify::RecursiveMode::NonRecursive) {
-                    Ok(()) => {
-                        self.watched_dirs.insert(dir);
-                    }
-                    Err(e) => tracing::warn!("cannot watch {}: {e}", dir.display()),
-                }
-            }
-        }
-    }
-
-    /// Read the status files that changed since the last poll (a stat per agent; no process).
-    fn poll_status_files(&mut self) {
-        self.watch_status_dirs();
-        let files: Vec<(String, String, String, bool)> = self
-            .registry
-            .iter()
-            .filter(|a| !a.is_ended())
-            .filter_map(|a| {
-                let path = a.status_file.clone()?;
-                Some((
-                    a.id.clone(),
-                    a.harness.clone(),
-                    path,
-                    a.session_id.is_none(),
-                ))
-            })
-            .collect();
-        for (id, harness, path, unnamed) in files {
-            let Ok(mtime) = std::fs::metadata(&path).and_then(|m| m.modified()) else {
-                continue;
-            };
-            if self.listing_seen.get(&id) == Some(&mtime) {
-                continue;
-            }
-            self.listing_seen.insert(id.clone(), mtime);
-            let Ok(text) = std::fs::read_to_string(&path) else {
-                continue;
-            };
-            let Some(obs) = volee_harness::listing::parse_status(&harness, &text) else {
-                continue;
-            };
-            let at = mtime
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.as_millis() as Millis)
-                .unwrap_or(0);
-            if let (true, Some(session)) = (unnamed, obs.session_id) {
-                self.registry.edit(&id, |a| a.session_id = Some(session));
-            }
-            self.registry.observe(
-                &id,
-                Observation::Listing(HookSignal {
-                    at,
-                    event: obs.evidence,
-                    state: obs.state,
-                }),
-            );
-        }
-    }
-
     /// Ask tmux for the pane's screen without blocking the actor; the text comes back as a message.
     fn capture_screen(&self, id: &str, output_at: Millis) {
         // zellij pushes its screens (plugin render reports, `zellij subscribe`).
@@ -1436,10 +1312,8 @@ impl Daemon {
                     }
                 }
             }
-            Msg::StatusFilesChanged => self.poll_status_files(),
+            Msg::Source(msg) => self.sources.on_msg(&mut self.registry, msg, now_ms()),
             Msg::Zellij(session, msg) => self.on_zellij(&session, msg),
-            Msg::CodexThreads { socket, threads } => self.on_codex_threads(&socket, threads),
-            Msg::Opencode(id, update) => self.on_opencode(&id, update),
             Msg::VersionRead { id, version } => self.on_version(&id, version),
             Msg::Shutdown => self.shutting_down = true,
         }
@@ -1464,137 +1338,6 @@ impl Daemon {
             a.harness_version = Some(version);
         });
         self.screen_checked.remove(id);
-    }
-
-    /// Ask each listing server of live agents (Codex's app-server) for its threads, without
-    /// waiting: one connection per server per second, only while such an agent lives.
-    fn poll_listing_servers(&mut self) {
-        let sockets: BTreeSet<String> = self
-            .registry
-            .iter()
-            .filter(|a| !a.is_ended())
-            .filter_map(|a| a.listing_socket.clone())
-            .collect();
-        for socket in sockets {
-            if !self.listing_in_flight.insert(socket.clone()) {
-                continue;
-            }
-            let tx = self.tx.clone();
-            tokio::spawn(async move {
-                let threads = crate::codex_server::list_threads(
-                    Path::new(&socket),
-                    Duration::from_millis(800),
-                )
-                .await
-                .map_err(|e| e.to_string());
-                let _ = tx.send(Msg::CodexThreads { socket, threads });
-            });
-        }
-    }
-
-    /// A Codex app-server's threads: each live agent on that server finds its own thread (same
-    /// folder, created after it started, first message = its prompt; never a guess), learns its
-    /// session id, and takes the thread's status as its `listing` state when it changed.
-    fn on_codex_threads(
-        &mut self,
-        socket: &str,
-        threads: Result<Vec<crate::codex_server::CodexThread>, String>,
-    ) {
-        self.listing_in_flight.remove(socket);
-        let threads = match threads {
-            Ok(t) => t,
-            Err(e) => {
-                // No daemon (yet): Codex starts it on demand; embedded sessions have none.
-                tracing::trace!("codex app-server {socket}: {e}");
-                return;
-            }
-        };
-        let now = now_ms();
-        let mut found = Vec::new();
-        for agent in self.registry.iter() {
-            if agent.is_ended() || agent.listing_socket.as_deref() != Some(socket) {
-                continue;
-            }
-            let prompt = volee_harness::listing::positional_prompt(&agent.harness, &agent.command);
-            let thread = match agent.session_id.as_deref() {
-                Some(id) => threads.iter().find(|t| t.id == id),
-                None => crate::codex_server::match_thread(
-                    &threads,
-                    &agent.cwd,
-                    prompt.as_deref(),
-                    agent.created_at / 1000,
-                ),
-            };
-            if let Some(thread) = thread {
-                found.push((agent.id.clone(), agent.session_id.is_none(), thread));
-            }
-        }
-        for (id, unnamed, thread) in found {
-            if unnamed {
-                tracing::info!("agent {id}: Codex thread {}", thread.id);
-                self.registry
-                    .edit(&id, |a| a.session_id = Some(thread.id.clone()));
-            }
-            if let Some(state) = thread.state() {
-                let event = format!("app-server {}", thread.status.describe());
-                self.registry.observe(
-                    &id,
-                    volee_core::observation::listing_poll(now, event, state),
-                );
-            }
-        }
-    }
-
-    /// Watch the server of every live OpenCode agent whose command line names a loopback port;
-    /// stop watching ended ones (`opencode_server`).
-    fn sync_opencode_watches(&mut self) {
-        let now = now_ms();
-        let wanted = self
-            .registry
-            .iter()
-            .filter(|a| !a.is_ended())
-            .filter_map(|a| {
-                let port = volee_harness::listing::server_port(&a.harness, &a.command)?;
-                Some(crate::opencode_server::Wanted {
-                    id: a.id.clone(),
-                    port,
-                    session: a.session_id.clone(),
-                    // Only right after the launch: a restarted daemon must not type it again.
-                    prompt: (a.origin == Origin::Launched && now < a.created_at + 60_000)
-                        .then(|| volee_harness::listing::resume_prompt(&a.harness, &a.command))
-                        .flatten(),
-                })
-            })
-            .collect();
-        self.opencode.sync(wanted, &self.opencode_report);
-    }
-
-    /// An OpenCode server's event or snapshot: the agent's `listing` state and session id.
-    fn on_opencode(&mut self, id: &str, update: crate::opencode_server::Update) {
-        if let crate::opencode_server::Update::PromptDelivered(result) = &update {
-            match result {
-                Ok(n) => {
-                    tracing::info!("agent {id}: first prompt handed to OpenCode ({n} attempts)")
-                }
-                Err(e) => tracing::warn!("agent {id}: first prompt not handed to OpenCode: {e}"),
-            }
-        }
-        let Some((observation, session)) = self.opencode.apply(id, &update) else {
-            return;
-        };
-        let Some(agent) = self.registry.get(id).filter(|a| !a.is_ended()) else {
-            return;
-        };
-        if let (None, Some(session)) = (&agent.session_id, session) {
-            tracing::info!("agent {id}: OpenCode session {session}");
-            self.registry.edit(id, |a| a.session_id = Some(session));
-        }
-        if let Some((state, event)) = observation {
-            self.registry.observe(
-                id,
-                volee_core::observation::listing_poll(now_ms(), event, state),
-            );
-        }
     }
 
     /// The live agent in terminal pane `pane` of zellij session `session`.
@@ -2630,8 +2373,8 @@ impl Daemon {
 
     /// Re-decide states, notify watchers, persist and push the status line.
     async fn flush(&mut self) {
-        self.sync_opencode_watches();
         let now = now_ms();
+        self.sources.sync(&self.registry, now);
         let transitions = self.registry.reevaluate_all(now, &self.arbiter);
         let state_changed = !transitions.is_empty();
         let mut news: Vec<(String, crate::notify::Kind)> = Vec::new();
@@ -2860,7 +2603,7 @@ impl Daemon {
         // Everything kept per agent goes with it.
         self.screen_checked.remove(id);
         self.title_read_at.remove(id);
-        self.listing_seen.remove(id);
+        self.sources.forget(id);
         self.exit_retries.remove(id);
         self.discovered.remove(id);
     }

@@ -17,6 +17,7 @@ pub mod notify;
 pub mod opencode_server;
 pub mod paths;
 pub mod persist;
+pub mod sources;
 pub mod worktree;
 pub mod zellij_host;
 
