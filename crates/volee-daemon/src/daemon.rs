@@ -97,10 +97,10 @@ enum Msg {
     /// The threads a Codex app-server lists (or why it could not be asked).
     CodexThreads {
         socket: String,
-        threads: Result<Vec<crate::codex_server::CodexThread>, String>,
+        threads: Result<Vec<volee_listing::codex::CodexThread>, String>,
     },
     /// What an OpenCode agent's own server said (agent id, update).
-    Opencode(String, crate::opencode_server::Update),
+    Opencode(String, volee_listing::opencode::Update),
     /// A discovered agent's version, learnt off the actor (a native binary's `--version` can take
     /// seconds, longer on a harness's first run).
     VersionRead {
@@ -359,7 +359,7 @@ fn codex_socket(env: &[(String, String)]) -> Option<String> {
     let home = var("CODEX_HOME")
         .map(PathBuf::from)
         .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".codex")))?;
-    Some(crate::codex_server::socket_in(&home).display().to_string())
+    Some(volee_listing::codex::socket_in(&home).display().to_string())
 }
 
 /// A tmux key name (as profiles give them) in zellij's `send-keys` syntax: `C-c` → `Ctrl c`,
@@ -577,8 +577,8 @@ struct Daemon {
     /// Listing servers being asked right now (one request at a time per server).
     listing_in_flight: HashSet<String>,
     /// One event-stream watch per live OpenCode agent with a server port.
-    opencode: crate::opencode_server::Watches,
-    opencode_report: crate::opencode_server::Report,
+    opencode: volee_listing::opencode::Watches,
+    opencode_report: volee_listing::opencode::Report,
     /// Agents whose view changed since the last flush.
     changed: HashSet<String>,
     save_needed: bool,
@@ -605,12 +605,12 @@ impl Daemon {
             }
         });
         let opencode_tx = tx.clone();
-        let opencode_report: crate::opencode_server::Report =
+        let opencode_report: volee_listing::opencode::Report =
             std::sync::Arc::new(move |id, update| {
                 let _ = opencode_tx.send(Msg::Opencode(id, update));
             });
         Daemon {
-            opencode: crate::opencode_server::Watches::default(),
+            opencode: volee_listing::opencode::Watches::default(),
             opencode_report,
             zellij: HashMap::new(),
             zellij_tx,
@@ -907,7 +907,7 @@ impl Daemon {
                     f.harness != "opencode"
                         || !procs.iter().any(|p| {
                             p.stat.pid == f.pid
-                                && crate::opencode_server::not_an_agent(
+                                && crate::opencode_argv::not_an_agent(
                                     &f.harness,
                                     &p.argv,
                                     &root.environ(f.pid).unwrap_or_default(),
@@ -1488,7 +1488,7 @@ impl Daemon {
             }
             let tx = self.tx.clone();
             tokio::spawn(async move {
-                let threads = crate::codex_server::list_threads(
+                let threads = volee_listing::codex::list_threads(
                     Path::new(&socket),
                     Duration::from_millis(800),
                 )
@@ -1505,7 +1505,7 @@ impl Daemon {
     fn on_codex_threads(
         &mut self,
         socket: &str,
-        threads: Result<Vec<crate::codex_server::CodexThread>, String>,
+        threads: Result<Vec<volee_listing::codex::CodexThread>, String>,
     ) {
         self.listing_in_flight.remove(socket);
         let threads = match threads {
@@ -1524,7 +1524,7 @@ impl Daemon {
             let prompt = codex_prompt(&agent.command);
             let thread = match agent.session_id.as_deref() {
                 Some(id) => threads.iter().find(|t| t.id == id),
-                None => crate::codex_server::match_thread(
+                None => volee_listing::codex::match_thread(
                     &threads,
                     &agent.cwd,
                     prompt.as_deref(),
@@ -1558,7 +1558,7 @@ impl Daemon {
     }
 
     /// Watch the server of every live OpenCode agent whose command line names a loopback port;
-    /// stop watching ended ones (`opencode_server`).
+    /// stop watching ended ones (`volee_listing::opencode`).
     fn sync_opencode_watches(&mut self) {
         let now = now_ms();
         let wanted = self
@@ -1566,14 +1566,14 @@ impl Daemon {
             .iter()
             .filter(|a| !a.is_ended())
             .filter_map(|a| {
-                let port = crate::opencode_server::server_port(&a.harness, &a.command)?;
-                Some(crate::opencode_server::Wanted {
+                let port = crate::opencode_argv::server_port(&a.harness, &a.command)?;
+                Some(volee_listing::opencode::Wanted {
                     id: a.id.clone(),
                     port,
                     session: a.session_id.clone(),
                     // Only right after the launch: a restarted daemon must not type it again.
                     prompt: (a.origin == Origin::Launched && now < a.created_at + 60_000)
-                        .then(|| crate::opencode_server::resume_prompt(&a.command))
+                        .then(|| crate::opencode_argv::resume_prompt(&a.command))
                         .flatten(),
                 })
             })
@@ -1582,8 +1582,8 @@ impl Daemon {
     }
 
     /// An OpenCode server's event or snapshot: the agent's `listing` state and session id.
-    fn on_opencode(&mut self, id: &str, update: crate::opencode_server::Update) {
-        if let crate::opencode_server::Update::PromptDelivered(result) = &update {
+    fn on_opencode(&mut self, id: &str, update: volee_listing::opencode::Update) {
+        if let volee_listing::opencode::Update::PromptDelivered(result) = &update {
             match result {
                 Ok(n) => {
                     tracing::info!("agent {id}: first prompt handed to OpenCode ({n} attempts)")
