@@ -389,6 +389,8 @@ mod tests {
         // A server that refuses the upgrade.
         let (client_io, server_io) = tokio::io::duplex(4096);
         tokio::spawn(async move {
+            // The callback's shape is tungstenite's.
+            #[allow(clippy::result_large_err)]
             let refuse = |_: &Request, _: Response| -> Result<Response, ErrorResponse> {
                 let mut no = ErrorResponse::new(None);
                 *no.status_mut() = tungstenite::http::StatusCode::NOT_FOUND;
