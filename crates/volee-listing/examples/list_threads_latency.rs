@@ -15,7 +15,10 @@ use std::time::{Duration, Instant};
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let socket = PathBuf::from(args.next().ok_or("usage: list_threads_latency SOCKET [N]")?);
+    let socket = PathBuf::from(
+        args.next()
+            .ok_or("usage: list_threads_latency SOCKET [N]")?,
+    );
     let n: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(200);
     if n == 0 {
         return Err("N must be at least 1".into());
