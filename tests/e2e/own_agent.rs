@@ -286,3 +286,47 @@ fn the_volee_harness_in_a_zellij_tab_reports_the_same_states() {
         .check_invariants()
         .unwrap_or_else(|e| panic!("{e}\n{}", server.summary()));
 }
+
+/// `volee doctor` asks the Ollama that `OLLAMA_HOST` names for its version (`GET /api/version`),
+/// and says how to start one when nothing answers.
+#[test]
+fn doctor_reads_the_ollama_version() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    let server = OllamaServer::start(vec![]);
+    env.extra_env
+        .push(("OLLAMA_HOST".into(), server.base_url().to_string()));
+    let out = env.run(["doctor"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.contains("ollama"))
+        .unwrap_or_else(|| panic!("no ollama line: {text}"));
+    assert_eq!(
+        line.split_whitespace().collect::<Vec<_>>(),
+        [
+            "ok",
+            "ollama",
+            volee_test_support::ollama_server::VERSION,
+            "at",
+            server.base_url().trim_end_matches('/')
+        ],
+        "{text}"
+    );
+    drop(server);
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = dead.local_addr().unwrap().port();
+    drop(dead);
+    env.extra_env.retain(|(k, _)| k != "OLLAMA_HOST");
+    env.extra_env
+        .push(("OLLAMA_HOST".into(), format!("127.0.0.1:{port}")));
+    let text = String::from_utf8_lossy(&env.run(["doctor"]).stdout).into_owned();
+    assert!(
+        text.contains(&format!(
+            "warn  ollama   not reachable at http://127.0.0.1:{port}"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("run `ollama serve`"), "{text}");
+}

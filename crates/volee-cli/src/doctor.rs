@@ -1,7 +1,5 @@
 //! `volee doctor`: what this machine has for volee, one line each, with what to do.
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -39,42 +37,30 @@ fn first_line(program: &str, args: &[&str]) -> Option<String> {
     (out.status.success() && !line.is_empty()).then_some(line)
 }
 
-/// `GET /api/version` of an Ollama server, with short timeouts.
-fn ollama_version(host: &str) -> Result<String, String> {
-    let authority = host
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_string();
-    let authority = if authority.contains(':') {
-        authority
-    } else {
-        format!("{authority}:11434")
+/// `GET /api/version` of the Ollama server `OLLAMA_HOST` names (its base URL, and the version or
+/// why not), with short timeouts and no retry.
+fn ollama_version() -> (String, Result<String, String>) {
+    let config = volee_ollama::OllamaConfig {
+        connect_timeout: Duration::from_millis(500),
+        first_byte_timeout: Duration::from_secs(2),
+        retry: volee_ollama::RetryPolicy {
+            max_retries: 0,
+            ..volee_ollama::RetryPolicy::default()
+        },
+        ..volee_ollama::OllamaConfig::from_env()
     };
-    let addr = authority
-        .to_socket_addrs()
-        .map_err(|e| e.to_string())?
-        .next()
-        .ok_or("no address")?;
-    let mut stream =
-        TcpStream::connect_timeout(&addr, Duration::from_millis(500)).map_err(|e| e.to_string())?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(2)))
-        .map_err(|e| e.to_string())?;
-    write!(
-        stream,
-        "GET /api/version HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
-    )
-    .map_err(|e| e.to_string())?;
-    let mut body = String::new();
-    stream
-        .take(64 * 1024)
-        .read_to_string(&mut body)
-        .map_err(|e| e.to_string())?;
-    let json = body.split("\r\n\r\n").nth(1).unwrap_or_default();
-    serde_json::from_str::<serde_json::Value>(json)
-        .ok()
-        .and_then(|v| v["version"].as_str().map(String::from))
-        .ok_or_else(|| "not an Ollama server".to_string())
+    let base = config.base_url.clone();
+    let asked = volee_ollama::OllamaClient::new(config)
+        .map_err(|e| e.to_string())
+        .and_then(|client| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?
+                .block_on(client.version())
+                .map_err(|e| e.to_string())
+        });
+    (base, asked)
 }
 
 fn checks() -> Vec<Check> {
@@ -127,8 +113,8 @@ fn checks() -> Vec<Check> {
             ),
         },
     );
-    let ollama = std::env::var("OLLAMA_HOST").unwrap_or_else(|_| "127.0.0.1:11434".into());
-    checks.push(match ollama_version(&ollama) {
+    let (ollama, version) = ollama_version();
+    checks.push(match version {
         Ok(v) => check(Level::Ok, "ollama", format!("{v} at {ollama}"), None),
         Err(e) => check(
             Level::Warn,

@@ -785,10 +785,18 @@ impl Daemon {
         let summary = self.limiter.summary_due(&self.config.notify);
         let flash = self.flashing.then_some(self.flash_until);
         let listing = self.sources.next_poll(&self.registry);
-        [agents, scan, submits, summary, flash, listing, self.quiet_until]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            agents,
+            scan,
+            submits,
+            summary,
+            flash,
+            listing,
+            self.quiet_until,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn on_timer(&mut self) {

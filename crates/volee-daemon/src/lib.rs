@@ -7,14 +7,12 @@
 //! (`volee-protocol`) over a 0600 Unix socket in a 0700 directory; peers of another uid are refused.
 
 pub mod client;
-pub mod codex_server;
 pub mod config;
 pub mod daemon;
 pub mod discovery;
 pub mod handover;
 pub mod logging;
 pub mod notify;
-pub mod opencode_server;
 pub mod paths;
 pub mod persist;
 pub mod sources;

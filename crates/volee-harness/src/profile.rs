@@ -597,7 +597,7 @@ pub fn profiles() -> Vec<Profile> {
             instrumentation: Instrumentation::ServerPort("--port"),
             resume: &["-s", "{id}"],
             // One native (Bun-compiled) process; its children carry OPENCODE_PID and non-TUI
-            // subcommands are no agents (both left out by the daemon, `opencode_server`).
+            // subcommands are no agents (both left out by the daemon, `opencode_argv`).
             process_names: &["opencode"],
             process_scripts: &["opencode-ai/"],
             process_helpers: &[],

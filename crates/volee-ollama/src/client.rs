@@ -305,6 +305,18 @@ impl OllamaClient {
         Ok(ModelInfo::from_show(&self.config.model, &v))
     }
 
+    /// `GET /api/version`: the server's version (`0.12.6`); a server that answers without one
+    /// is not Ollama.
+    pub async fn version(&self) -> Result<String, OllamaError> {
+        let v = self.json_request(None, "/api/version").await?;
+        v.get("version")
+            .and_then(Value::as_str)
+            .map(String::from)
+            .ok_or_else(|| OllamaError::Protocol {
+                what: "/api/version answered without a version: not an Ollama server".into(),
+            })
+    }
+
     /// `GET /api/tags`: the installed models' names (`gemma4:latest`, …).
     pub async fn list_models(&self) -> Result<Vec<String>, OllamaError> {
         let v = self.json_request(None, "/api/tags").await?;

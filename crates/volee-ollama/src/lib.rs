@@ -7,7 +7,8 @@
 //!   volee's own compaction stays the only thing that shortens a conversation.
 //! - [`Usage`]: the larger of Ollama's `prompt_eval_count`/`eval_count` and a local estimate.
 //! - [`OllamaClient::show`] / [`OllamaClient::ensure_ready`]: capabilities (`tools`) and the
-//!   trained context length from `/api/show`; [`OllamaClient::list_models`]: `/api/tags`.
+//!   trained context length from `/api/show`; [`OllamaClient::list_models`]: `/api/tags`;
+//!   [`OllamaClient::version`]: `/api/version`.
 //! - Transient failures (not running, busy, broken connection, silence) are retried with
 //!   exponential backoff ([`RetryPolicy`]) as long as nothing of the answer was delivered; retries
 //!   are counted per answer ([`ChatResponse::retries`]) and per client.

@@ -10,8 +10,8 @@
 //!   `eval_count`, `eval_duration` (nanoseconds). A model that is not installed → 404
 //!   `{"error":"model 'NAME' not found"}`; `"stream": false` → one JSON object.
 //! - `POST /api/show {"model"}` → `capabilities`, `model_info["<family>.context_length"]`,
-//!   `details`; unknown model → 404. `GET /api/tags` → `{"models":[…]}`. `GET /` → `Ollama is
-//!   running`. Anything else → 404 `{"error":"…"}`.
+//!   `details`; unknown model → 404. `GET /api/tags` → `{"models":[…]}`. `GET /api/version` →
+//!   `{"version": VERSION}`. `GET /` → `Ollama is running`. Anything else → 404 `{"error":"…"}`.
 //! - A **script** is a list of [`OllamaTurn`]s; every `/api/chat` request for an installed model
 //!   plays the next one in order (so a retried request consumes a turn: script `HttpError(503)`
 //!   then `Text` to test retries). Past the end of the script → 500 `{"error":"…script…"}`.
@@ -209,6 +209,8 @@ pub struct OllamaServer {
     accept: Option<JoinHandle<()>>,
 }
 
+/// The version `GET /api/version` reports (a real Ollama release's number).
+pub const VERSION: &str = "0.12.6";
 const MAX_HEAD: usize = 64 * 1024;
 const MAX_BODY: usize = 64 * 1024 * 1024;
 /// How often blocked reads and sleeps look at the stop flag.
@@ -727,6 +729,22 @@ fn route(
                 turn: None,
                 tool_call_ids: Vec::new(),
                 answer: "probe".into(),
+                close: false,
+            })
+        }
+        ("GET", "/api/version") => {
+            let version = json!({ "version": VERSION }).to_string();
+            write_whole(
+                w,
+                200,
+                "application/json; charset=utf-8",
+                version.as_bytes(),
+            )?;
+            Ok(Sent {
+                status: 200,
+                turn: None,
+                tool_call_ids: Vec::new(),
+                answer: "version".into(),
                 close: false,
             })
         }

@@ -66,10 +66,7 @@ impl OwnServers {
             registry.edit(id, |a| a.session_id = Some(session));
         }
         if let Some((state, event)) = observation {
-            registry.observe(
-                id,
-                volee_core::observation::listing_poll(now, event, state),
-            );
+            registry.observe(id, volee_core::observation::listing_poll(now, event, state));
         }
     }
 }

@@ -85,7 +85,12 @@ impl StatusFiles {
             .filter(|a| !a.is_ended())
             .filter_map(|a| {
                 let path = a.status_file.clone()?;
-                Some((a.id.clone(), a.harness.clone(), path, a.session_id.is_none()))
+                Some((
+                    a.id.clone(),
+                    a.harness.clone(),
+                    path,
+                    a.session_id.is_none(),
+                ))
             })
             .collect();
         for (id, harness, path, unnamed) in files {

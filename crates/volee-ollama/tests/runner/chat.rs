@@ -438,6 +438,10 @@ async fn show_reports_capabilities_and_context_length() {
     assert_eq!(info.context_length, Some(131_072));
     assert_eq!(info.fit_num_ctx(1_000_000), 131_072);
     assert_eq!(info.family.as_deref(), Some("gemma4"));
+    assert_eq!(
+        client.version().await.unwrap(),
+        volee_test_support::ollama_server::VERSION
+    );
     let mut names = client.list_models().await.unwrap();
     names.sort();
     assert_eq!(names, vec!["gemma3:4b", "gemma4:latest"]);

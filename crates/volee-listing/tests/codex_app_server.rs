@@ -1,4 +1,4 @@
-//! `volee_daemon::codex_server` against the **real** Codex CLI (pinned 0.171.0) in its default
+//! `volee_listing::codex` against the **real** Codex CLI (pinned 0.171.0) in its default
 //! daemon mode: a Codex TUI started in a private tmux server with a throwaway HOME whose
 //! `~/.codex/config.toml` names a custom model provider (the scripted loopback server of
 //! `volee_test_support::model_server`, speaking the OpenAI Responses API), trusts the work folder
@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
-use volee_daemon::codex_server::{
+use volee_listing::codex::{
     list_threads, match_thread, socket_in, CodexServerError, CodexThread, ThreadStatus,
 };
 use volee_protocol::AgentState;
@@ -210,7 +210,7 @@ async fn real_codex_daemon_lists_the_tui_thread_and_its_approval_wait() {
             json!({
                 "cmd": format!("touch {}", marker.display()),
                 "sandbox_permissions": "require_escalated",
-                "justification": "volee codex_server test needs approval"
+                "justification": "volee codex app-server test needs approval"
             }),
         ),
         Turn::text("done"),
