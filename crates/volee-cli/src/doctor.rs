@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use volee_protocol::ProfileFit;
 
-use crate::commands::{out, paths};
+use crate::ask::paths;
 use crate::error::{CliError, CliResult};
+use crate::output::out;
 
 enum Level {
     Ok,
@@ -100,12 +101,7 @@ fn checks() -> Vec<Check> {
                 )
             }
         }
-        Err(_) => check(
-            Level::Missing,
-            "tmux",
-            "not installed".into(),
-            Some("sudo apt-get install tmux (Debian/Ubuntu), brew install tmux (macOS)".into()),
-        ),
+        Err(e) => check(Level::Missing, "tmux", "not installed".into(), e.hint()),
     });
     checks.push(match first_line("zellij", &["--version"]) {
         Some(v) => check(Level::Ok, "zellij", v, None),
@@ -113,7 +109,7 @@ fn checks() -> Vec<Check> {
             Level::Warn,
             "zellij",
             "not installed (optional: the zellij front end)".into(),
-            Some("cargo install --locked zellij".into()),
+            volee_zellij::ZellijError::NotInstalled.hint(),
         ),
     });
     checks.push(
@@ -199,7 +195,9 @@ fn checks() -> Vec<Check> {
             format!("{}–{}", range.min, range.max)
         };
         let install = profile.install_hint();
-        checks.push(match first_line(profile.program, &["--version"]) {
+        let version = volee_os::program::find(profile.program)
+            .and_then(|p| crate::program::read_version(&p, None));
+        checks.push(match version {
             None => check(Level::Warn, profile.name, format!("{} not installed (measured: {measured})", profile.display_name), install),
             Some(v) => {
                 let fit = if range.contains(&v) { ProfileFit::Measured } else { ProfileFit::OtherVersion };
