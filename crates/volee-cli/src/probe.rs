@@ -95,9 +95,14 @@ impl Report {
 }
 
 pub fn probe(name: &str) -> CliResult {
-    let profile: Profile = volee_harness::profile(name)
-        .filter(|p| !p.program.is_empty())
-        .ok_or_else(|| error::unknown_harness(name))?;
+    let profile: Profile =
+        volee_harness::profile(name).ok_or_else(|| error::unknown_harness(name))?;
+    if profile.program.is_empty() {
+        return Err(CliError::user(format!(
+            "the {} profile has no program of its own to probe",
+            profile.name
+        )));
+    }
     volee_tmux::server::version()?;
     let program = volee_os::program::find(profile.program)
         .ok_or_else(|| error::harness_not_installed(&profile))?;
