@@ -24,6 +24,7 @@ struct Check {
     fix: Option<String>,
 }
 
+/// The first line `program args` prints, when it succeeds (`docker version`'s one answer).
 fn first_line(program: &str, args: &[&str]) -> Option<String> {
     let out = Command::new(program)
         .args(args)
@@ -103,7 +104,10 @@ fn checks() -> Vec<Check> {
         }
         Err(e) => check(Level::Missing, "tmux", "not installed".into(), e.hint()),
     });
-    checks.push(match first_line("zellij", &["--version"]) {
+    let zellij = volee_zellij::find_binary()
+        .ok()
+        .and_then(|bin| crate::program::read_version(&bin, None));
+    checks.push(match zellij {
         Some(v) => check(Level::Ok, "zellij", v, None),
         None => check(
             Level::Warn,
