@@ -4,11 +4,12 @@
 use std::path::PathBuf;
 
 use clap::ArgGroup;
-use volee_store::{Health, Listed, Store, StoreError};
+use volee_store::{Health, Listed, Store};
 use volee_view::text::{ago, pad_to, plain_text};
 
-use crate::commands::{now_secs, out, paths};
-use crate::error::{CliError, CliResult, Exit};
+use crate::ask::paths;
+use crate::error::{self, CliError, CliResult, Exit};
+use crate::output::{now_secs, out};
 
 const TITLE_MAX: usize = 48;
 const SNIPPET_MAX: usize = 120;
@@ -113,7 +114,7 @@ pub fn run(args: AgentArgs) -> CliResult {
         let (Some(id), Some(title)) = (pair.first(), pair.get(1)) else {
             return Err(CliError::user("--rename needs SESSION_ID and TITLE"));
         };
-        let id = store.rename(id, title).map_err(store_error)?;
+        let id = store.rename(id, title)?;
         return done(
             json,
             serde_json::json!({"id": id, "title": title}),
@@ -121,8 +122,8 @@ pub fn run(args: AgentArgs) -> CliResult {
         );
     }
     if let Some(id) = &args.fork {
-        let parent = store.resolve(id).map_err(store_error)?;
-        let new = store.fork(&parent).map_err(store_error)?;
+        let parent = store.resolve(id)?;
+        let new = store.fork(&parent)?;
         return done(
             json,
             serde_json::json!({"id": new, "parent_id": parent}),
@@ -130,7 +131,7 @@ pub fn run(args: AgentArgs) -> CliResult {
         );
     }
     if let Some(id) = &args.archive {
-        let id = store.set_archived(id, true).map_err(store_error)?;
+        let id = store.set_archived(id, true)?;
         return done(
             json,
             serde_json::json!({"id": id, "archived": true}),
@@ -138,7 +139,7 @@ pub fn run(args: AgentArgs) -> CliResult {
         );
     }
     if let Some(id) = &args.unarchive {
-        let id = store.set_archived(id, false).map_err(store_error)?;
+        let id = store.set_archived(id, false)?;
         return done(
             json,
             serde_json::json!({"id": id, "archived": false}),
@@ -146,18 +147,15 @@ pub fn run(args: AgentArgs) -> CliResult {
         );
     }
     if let Some(id) = &args.export {
-        let doc = store.export(id).map_err(store_error)?;
+        let doc = store.export(id)?;
         return print_json(&doc);
     }
     if let Some(id) = &args.delete {
-        let id = store.resolve(id).map_err(store_error)?;
+        let id = store.resolve(id)?;
         if !args.yes {
-            return Err(CliError::user(format!(
-                "refusing to delete session {id} without --yes"
-            ))
-            .hint(format!("volee agent --delete {id} --yes (this cannot be undone; --export it first to keep a copy)")));
+            return Err(error::delete_needs_yes(&id));
         }
-        let id = store.delete(&id).map_err(store_error)?;
+        let id = store.delete(&id)?;
         return done(
             json,
             serde_json::json!({"id": id, "deleted": true}),
@@ -242,7 +240,7 @@ fn age(ms: u64) -> String {
 }
 
 fn list(store: &Store, include_archived: bool, json: bool) -> CliResult {
-    let sessions = store.list(include_archived).map_err(store_error)?;
+    let sessions = store.list(include_archived)?;
     if json {
         let rows: Vec<serde_json::Value> = sessions.iter().map(listed_json).collect();
         return print_json(&rows);
@@ -311,7 +309,7 @@ fn columns(rows: &[[String; 4]]) -> String {
 }
 
 fn search(store: &Store, query: &str, include_archived: bool, json: bool) -> CliResult {
-    let hits = store.search(query, include_archived).map_err(store_error)?;
+    let hits = store.search(query, include_archived)?;
     if json {
         let rows: Vec<serde_json::Value> = hits
             .iter()
@@ -356,7 +354,7 @@ fn search(store: &Store, query: &str, include_archived: bool, json: bool) -> Cli
 }
 
 fn info(store: &Store, id: &str, json: bool) -> CliResult {
-    let info = store.info(id).map_err(store_error)?;
+    let info = store.info(id)?;
     if json {
         let mut v =
             serde_json::to_value(&info).map_err(|e| CliError::from_error(Exit::Internal, &e))?;
@@ -434,50 +432,4 @@ fn info(store: &Store, id: &str, json: bool) -> CliResult {
         .collect();
     out(&text);
     Ok(())
-}
-
-/// A store error as the CLI reports it: exit code and what to do next.
-pub(crate) fn store_error(e: StoreError) -> CliError {
-    let exit = match &e {
-        StoreError::InvalidId { .. }
-        | StoreError::UnknownId { .. }
-        | StoreError::Ambiguous { .. }
-        | StoreError::Locked { .. }
-        | StoreError::Archived { .. }
-        | StoreError::ProjectMismatch { .. }
-        | StoreError::NotRegularFile { .. }
-        | StoreError::Unsafe { .. } => Exit::User,
-        StoreError::NewerSchema { .. } => Exit::Environment,
-        _ => Exit::Internal,
-    };
-    let err = CliError::from_error(exit, &e);
-    match &e {
-        StoreError::UnknownId { .. } => {
-            err.hint("list them: volee agent --list-sessions --include-archived")
-        }
-        StoreError::Ambiguous { .. } => err.hint("give more characters of the id"),
-        StoreError::Locked { id, pid } => {
-            let who = pid.map_or("another process".to_string(), |p| format!("process {p}"));
-            err.hint(format!(
-                "{who} (a running `volee agent`) writes to it; end it first, or copy the session: volee agent --fork {id}"
-            ))
-        }
-        StoreError::Archived { id } => err.hint(format!("unarchive it first: volee agent --unarchive {id}")),
-        StoreError::ProjectMismatch { id, recorded, .. } => err.hint(format!(
-            "run it from {}, or fork it and resume the fork there: volee agent --fork {id}",
-            recorded.display()
-        )),
-        StoreError::Corrupt { id, .. } => err.hint(format!(
-            "its files are kept as they are; look at them, or remove the session: volee agent --delete {id} --yes"
-        )),
-        StoreError::TranscriptCorrupt { id, .. } => err.hint(format!(
-            "its files are kept as they are; `volee agent --info {id}` still works"
-        )),
-        StoreError::NewerSchema { .. } => err.hint("upgrade volee to open it; it is left untouched"),
-        StoreError::NotRegularFile { path, .. } | StoreError::Unsafe { path, .. } => err.hint(format!(
-            "volee does not make such a thing and went no further: nothing was read or written through it. Look at {} and remove it if you did not put it there",
-            path.display()
-        )),
-        _ => err,
-    }
 }

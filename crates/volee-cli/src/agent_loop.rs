@@ -5,19 +5,19 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use volee_agent::{
-    create_session, interactive, Agent, AgentError, AgentEvent, AgentOptions, ApprovalMode, Pane,
-    Shell, StateReporter,
+    create_session, interactive, Agent, AgentEvent, AgentOptions, ApprovalMode, Pane, Shell,
+    StateReporter,
 };
 use volee_ollama::{OllamaClient, OllamaConfig, DEFAULT_MODEL, DEFAULT_NUM_CTX};
 use volee_protocol::{HookEvent, Request};
 use volee_sandbox::{Leftovers, Sandbox, SandboxConfig, BUSYBOX_IMAGE};
 use volee_store::Store;
 
-use crate::commands::paths;
-use crate::error::{CliError, CliResult, Exit};
+use crate::ask::paths;
+use crate::error::{self, CliError, CliResult, Exit};
 
 /// A line on stderr; a closed stderr (the pane is gone) is ignored rather than a panic.
 macro_rules! note {
@@ -48,10 +48,7 @@ struct DaemonReporter {
 
 impl StateReporter for DaemonReporter {
     fn report(&self, event: AgentEvent, session_id: &str) {
-        let at_ms = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        let at_ms = volee_os::clock::now_ms();
         let ev = HookEvent {
             agent: self.agent_id.clone(),
             token: std::env::var("VOLEE_AGENT_TOKEN")
@@ -81,23 +78,6 @@ fn reporter() -> Box<dyn StateReporter> {
     }
 }
 
-/// An agent error as the CLI reports it.
-fn agent_error(e: AgentError) -> CliError {
-    if let AgentError::Store(s) = e {
-        return crate::agent_cmd::store_error(s);
-    }
-    let exit = if e.is_environment() {
-        Exit::Environment
-    } else {
-        Exit::Internal
-    };
-    let mut err = CliError::from_error(exit, &e);
-    if let Some(h) = e.hint() {
-        err = err.hint(h);
-    }
-    err
-}
-
 /// Run the loop; returns the exit code of a `--prompt` turn.
 pub fn run(args: LoopArgs) -> CliResult {
     // Two threads: the pane blocks one on its input while the other can still act on a signal.
@@ -112,17 +92,14 @@ pub fn run(args: LoopArgs) -> CliResult {
 async fn run_async(args: LoopArgs) -> CliResult {
     let root = std::env::current_dir()
         .and_then(|d| d.canonicalize())
-        .map_err(|e| {
-            CliError::from_error(Exit::User, &e).hint("run volee agent from the project directory")
-        })?;
+        .map_err(|e| error::no_project_dir(&e))?;
     let store = args.store;
     let resume_id = match &args.resume {
-        Some(id) => Some(store.resolve(id).map_err(crate::agent_cmd::store_error)?),
+        Some(id) => Some(store.resolve(id)?),
         None => None,
     };
     let recorded_model = match &resume_id {
-        Some(id) => Some(store.load(id).map_err(crate::agent_cmd::store_error)?.model)
-            .filter(|m| !m.is_empty()),
+        Some(id) => Some(store.load(id)?.model).filter(|m| !m.is_empty()),
         None => None,
     };
     let model = args
@@ -149,48 +126,32 @@ async fn run_async(args: LoopArgs) -> CliResult {
         ..OllamaConfig::default()
     };
     // Ollama first: it answers, the model is there and can call tools.
-    let probe = OllamaClient::new(config.clone()).map_err(|e| agent_error(e.into()))?;
-    let info = probe
-        .ensure_ready(true)
-        .await
-        .map_err(|e| agent_error(e.into()))?;
+    let probe = OllamaClient::new(config.clone())?;
+    let info = probe.ensure_ready(true).await?;
     let num_ctx = info.fit_num_ctx(asked_ctx);
     if num_ctx < asked_ctx {
         note!(
             "warning: {model} was trained for {num_ctx} tokens of context; using {num_ctx}, not {asked_ctx}"
         );
     }
-    let client =
-        OllamaClient::new(OllamaConfig { num_ctx, ..config }).map_err(|e| agent_error(e.into()))?;
+    let client = OllamaClient::new(OllamaConfig { num_ctx, ..config })?;
     // Then Docker, and what crashed runs left behind.
-    let docker = volee_sandbox::connect()
-        .await
-        .map_err(|e| agent_error(e.into()))?;
+    let docker = volee_sandbox::connect().await?;
     if let Err(e) = volee_sandbox::remove_leftovers(&docker, &Leftovers::Orphaned).await {
         tracing::warn!("removing sandboxes of crashed runs: {e}");
     }
     let image = args.image.unwrap_or_else(|| BUSYBOX_IMAGE.to_string());
-    if image != BUSYBOX_IMAGE
-        && !volee_sandbox::image_exists(&docker, &image)
-            .await
-            .map_err(|e| agent_error(e.into()))?
-    {
-        return Err(agent_error(
-            volee_sandbox::SandboxError::ImageMissing { image }.into(),
-        ));
+    if image != BUSYBOX_IMAGE && !volee_sandbox::image_exists(&docker, &image).await? {
+        return Err(volee_sandbox::SandboxError::ImageMissing { image }.into());
     }
     let writer = match &resume_id {
-        Some(id) => store
-            .open_for_resume(id, &root)
-            .map_err(crate::agent_cmd::store_error)?,
-        None => create_session(&store, &root, &model).map_err(agent_error)?,
+        Some(id) => store.open_for_resume(id, &root)?,
+        None => create_session(&store, &root, &model)?,
     };
     let session_id = writer.id().to_string();
     let mut sandbox_config = SandboxConfig::new(&root, &session_id);
     sandbox_config.image = image;
-    let sandbox = Sandbox::start(&docker, &sandbox_config)
-        .await
-        .map_err(|e| agent_error(e.into()))?;
+    let sandbox = Sandbox::start(&docker, &sandbox_config).await?;
     let stopping = Arc::new(AtomicBool::new(false));
     // Interactive: Ctrl-C stops the turn, not the agent. `--prompt`: it ends the run.
     let interrupts = args
@@ -230,7 +191,7 @@ async fn run_async(args: LoopArgs) -> CliResult {
     );
     let mut agent = match agent {
         Ok(a) => a,
-        Err(e) => return Err(agent_error(e)),
+        Err(e) => return Err(CliError::from(e)),
     };
     let result = match (args.prompt, input) {
         (Some(prompt), _) => one_turn(&mut agent, &prompt, args.approve_all).await,
@@ -243,7 +204,7 @@ async fn run_async(args: LoopArgs) -> CliResult {
                 tty.restore();
             }
             note!("session {session_id} saved; resume it with: volee agent --resume {session_id}");
-            r.map_err(agent_error)
+            r.map_err(CliError::from)
         }
     };
     let (_, sandbox, writer) = agent.into_parts();
@@ -423,7 +384,7 @@ async fn one_turn(
     };
     let stdin = std::io::stdin();
     let mut pane = Pane::new(stdin.lock(), std::io::stdout(), mode);
-    let outcome = agent.turn(prompt, &mut pane).await.map_err(agent_error)?;
+    let outcome = agent.turn(prompt, &mut pane).await?;
     let id = agent.session_id().to_string();
     note!(
         "session {id}: {} tool call{} run, {} denied; resume it with: volee agent --resume {id}",
@@ -432,16 +393,7 @@ async fn one_turn(
         outcome.denied
     );
     if outcome.denied > 0 {
-        return Err(CliError::new(
-            Exit::Negative,
-            format!(
-                "{} tool call{} needed an approval and {} denied",
-                outcome.denied,
-                if outcome.denied == 1 { "" } else { "s" },
-                if outcome.denied == 1 { "was" } else { "were" }
-            ),
-        )
-        .hint("run again with --approve-all to let the agent run shell commands and change files, or resume the session interactively"));
+        return Err(error::calls_denied(outcome.denied));
     }
     Ok(())
 }

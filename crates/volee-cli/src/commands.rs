@@ -1,275 +1,13 @@
 //! The supervising commands: each asks the daemon and prints its answer.
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use volee_daemon::{Client, Config, Paths};
-use volee_protocol::{AgentState, AgentView, LaunchRequest, Request, Response};
+use volee_daemon::{Client, Config};
+use volee_protocol::{AgentState, AgentView, Request, Response};
 
-use crate::error::{CliError, CliResult, Exit};
-
-/// Print to stdout; a closed pipe (`volee ls | head`) ends the program quietly.
-pub fn out(text: &str) {
-    let mut stdout = std::io::stdout().lock();
-    let written = if text.ends_with('\n') || text.is_empty() {
-        stdout.write_all(text.as_bytes())
-    } else {
-        writeln!(stdout, "{text}")
-    };
-    if written.and_then(|()| stdout.flush()).is_err() {
-        std::process::exit(0);
-    }
-}
-
-pub fn paths() -> Paths {
-    Paths::from_process_env()
-}
-
-/// A client of a running daemon (started on demand).
-pub fn client() -> CliResult<Client> {
-    let exe = std::env::current_exe().map_err(|e| CliError::from_error(Exit::Internal, &e))?;
-    Ok(volee_daemon::ensure_daemon(&paths(), &exe)?)
-}
-
-/// Send a request, turning an error response into a CLI error.
-pub fn ask(req: &Request) -> CliResult<Response> {
-    let resp = client()?.request(req)?;
-    match resp {
-        Response::Error { .. } => Err(CliError::from_response(resp)),
-        other => Ok(other),
-    }
-}
-
-fn agent_of(resp: Response) -> CliResult<AgentView> {
-    match resp {
-        Response::Agent { agent } => Ok(agent),
-        other => Err(CliError::from_response(other)),
-    }
-}
-
-fn agents_of(resp: Response) -> CliResult<Vec<AgentView>> {
-    match resp {
-        Response::Agents { agents } => Ok(agents),
-        other => Err(CliError::from_response(other)),
-    }
-}
-
-pub fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-fn json(value: &impl serde::Serialize) -> CliResult {
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| CliError::from_error(Exit::Internal, &e))?;
-    out(&text);
-    Ok(())
-}
-
-/// `volee launch`.
-#[derive(clap::Args)]
-pub struct LaunchArgs {
-    /// Harness profile (default: `generic` when a command is given after --).
-    #[arg(long)]
-    harness: Option<String>,
-    /// Where: `tmux` or `tmux:SESSION` (default: your tmux session, else session `volee`).
-    #[arg(long, value_name = "tmux[:SESSION]")]
-    host: Option<String>,
-    /// Working directory of the agent (default: yours).
-    #[arg(long)]
-    cwd: Option<PathBuf>,
-    /// A name to refer to it by (unique among live agents).
-    #[arg(long)]
-    name: Option<String>,
-    /// Model for harnesses that take one.
-    #[arg(long)]
-    model: Option<String>,
-    /// Give the agent volee's MCP tools (see the other agents, wait for one, hand one a message),
-    /// the profile's way for one launch. Off unless asked: see docs/adr/0008-join.md.
-    #[arg(long)]
-    join: bool,
-    /// Run in a new git worktree of this name.
-    #[arg(long)]
-    worktree: Option<String>,
-    /// tmux server socket (default: the server you are in, else tmux's default server).
-    #[arg(long)]
-    socket: Option<PathBuf>,
-    #[arg(long)]
-    json: bool,
-    /// First prompt, for harnesses that take one.
-    prompt: Option<String>,
-    /// The command to run (generic profile).
-    #[arg(last = true)]
-    command: Vec<String>,
-}
-
-/// The tmux server the caller means: `--socket`, else the one it runs in, else tmux's default.
-pub fn caller_socket(explicit: Option<PathBuf>) -> PathBuf {
-    explicit.unwrap_or_else(|| {
-        volee_tmux::connection::default_socket(
-            std::env::var("TMUX").ok().as_deref(),
-            std::env::var("TMUX_TMPDIR").ok().as_deref(),
-            nix::unistd::getuid().as_raw(),
-        )
-    })
-}
-
-/// True when the caller runs inside a pane of the server at `socket`.
-pub fn inside_server(socket: &std::path::Path) -> bool {
-    std::env::var("TMUX")
-        .ok()
-        .and_then(|t| t.split(',').next().map(PathBuf::from))
-        .is_some_and(|s| s == socket)
-}
-
-pub fn launch(args: LaunchArgs) -> CliResult {
-    let harness = match (&args.harness, args.command.is_empty()) {
-        (Some(h), _) => h.clone(),
-        (None, false) => "generic".to_string(),
-        (None, true) => {
-            let config = Config::load(&paths().config_file())
-                .map_err(|e| CliError::from_error(Exit::User, &e))?;
-            config.default_harness.ok_or_else(|| {
-                CliError::user("nothing to launch: give a command after --, or a --harness")
-                    .hint("example: volee launch -- python3 agent.py")
-                    .hint("or set default_harness in config.toml")
-            })?
-        }
-    };
-    let Some(profile) = volee_harness::profile(&harness) else {
-        let names: Vec<&str> = volee_harness::profiles().iter().map(|p| p.name).collect();
-        return Err(CliError::user(format!("unknown harness {harness:?}"))
-            .hint(format!("known harnesses: {}", names.join(", "))));
-    };
-    if harness == "generic" {
-        let unsupported = [
-            ("--model", args.model.is_some()),
-            ("a PROMPT", args.prompt.is_some()),
-        ];
-        if let Some((what, _)) = unsupported.iter().find(|(_, used)| *used) {
-            return Err(CliError::user(format!(
-                "the generic profile takes no {what}: put everything in the command after --"
-            )));
-        }
-        if args.command.is_empty() {
-            return Err(CliError::user(
-                "the generic profile needs a command after --",
-            ));
-        }
-    }
-    let (tmux_session, zellij_session) = match args.host.as_deref() {
-        None | Some("tmux") => (None, None),
-        Some(h) if h.starts_with("tmux:") => (Some(h["tmux:".len()..].to_string()), None),
-        Some("zellij") => match std::env::var("ZELLIJ_SESSION_NAME") {
-            Ok(s) if !s.is_empty() => (None, Some(s)),
-            _ => {
-                return Err(CliError::user("not inside zellij: which session?")
-                    .hint("use --host zellij:SESSION (sessions: zellij list-sessions)"))
-            }
-        },
-        Some(h) if h.starts_with("zellij:") && h.len() > "zellij:".len() => {
-            (None, Some(h["zellij:".len()..].to_string()))
-        }
-        Some(h) => {
-            return Err(CliError::user(format!("unknown host {h:?}"))
-                .hint("use --host tmux[:SESSION] or --host zellij[:SESSION]"))
-        }
-    };
-    if zellij_session.is_none() {
-        volee_tmux::server::version()?;
-    }
-    let cwd = match &args.cwd {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir().map_err(|e| CliError::from_error(Exit::User, &e))?,
-    };
-    let cwd = cwd.canonicalize().map_err(|e| {
-        CliError::from_error(Exit::User, &e)
-            .hint(format!("--cwd {} must be a directory", cwd.display()))
-    })?;
-    if !cwd.is_dir() {
-        return Err(CliError::user(format!(
-            "{} is not a directory",
-            cwd.display()
-        )));
-    }
-    let socket = caller_socket(args.socket);
-    let caller_pane = inside_server(&socket)
-        .then(|| std::env::var("TMUX_PANE").ok())
-        .flatten();
-    let env: Vec<(String, String)> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect();
-    let launch = if harness == "generic" {
-        crate::harness_cli::HarnessLaunch {
-            command: args.command,
-            version: None,
-            fit: volee_protocol::ProfileFit::Generic,
-            session_id: None,
-            env: Vec::new(),
-            hooks_extension: false,
-            typed_prompt: None,
-        }
-    } else {
-        crate::harness_cli::launch_line(
-            &profile,
-            &crate::harness_cli::LaunchOptions {
-                name: args.name.as_deref(),
-                model: args.model.as_deref(),
-                // volee makes the worktree itself, for every harness (docs/adr/0009).
-                worktree: None,
-                prompt: args.prompt.as_deref(),
-                extra: &args.command,
-                resume: None,
-                join: args.join,
-            },
-        )?
-    };
-    let mut env = env;
-    for (k, v) in launch.env {
-        env.retain(|(key, _)| key != &k);
-        env.push((k, v));
-    }
-    // The worktree last, once everything else checked out: a failed launch removes it again.
-    let made = match &args.worktree {
-        Some(name) => Some(crate::worktree::create(&cwd, name)?),
-        None => None,
-    };
-    let cwd = made.as_ref().map(|m| m.cwd.clone()).unwrap_or(cwd);
-    let req = LaunchRequest {
-        harness,
-        command: launch.command,
-        harness_version: launch.version,
-        profile_fit: launch.fit,
-        session_id: launch.session_id,
-        hooks_extension: launch.hooks_extension,
-        typed_prompt: launch.typed_prompt,
-        cwd: cwd.display().to_string(),
-        name: args.name,
-        env,
-        tmux_socket: socket.display().to_string(),
-        tmux_session,
-        caller_pane,
-        zellij_session,
-    };
-    let agent = match ask(&Request::Launch(req)).and_then(agent_of) {
-        Ok(agent) => agent,
-        Err(e) => {
-            if let Some(m) = &made {
-                let _ = crate::worktree::remove(&m.path, Some(&m.branch), true);
-            }
-            return Err(e);
-        }
-    };
-    if args.json {
-        json(&agent)
-    } else {
-        out(&agent.id);
-        Ok(())
-    }
-}
+use crate::ask::{agent_of, agents_of, ask, client, paths, text_of};
+use crate::error::{self, CliError, CliResult, Exit};
+use crate::output::{json, now_secs, out};
 
 pub fn ls(all: bool, as_json: bool, rescan: bool) -> CliResult {
     if rescan {
@@ -308,12 +46,7 @@ pub fn explain(id: &str, as_json: bool) -> CliResult {
 fn parse_states(text: &str) -> CliResult<Vec<AgentState>> {
     text.split(',')
         .filter(|s| !s.trim().is_empty())
-        .map(|s| {
-            AgentState::parse(s).ok_or_else(|| {
-                CliError::user(format!("unknown state {s:?}"))
-                    .hint("states: working, needs_you, idle, done, failed, stopped")
-            })
-        })
+        .map(|s| AgentState::parse(s).ok_or_else(|| error::unknown_state(s)))
         .collect::<CliResult<Vec<_>>>()
         .and_then(|v| {
             if v.is_empty() {
@@ -420,7 +153,7 @@ pub fn stop_and_remove(id: &str, remove_worktree: bool, delete_branch: bool) -> 
         }
         return stop(id);
     }
-    let agent = agent_of(ask(&Request::Show { id: id.into() })?)?;
+    let agent = crate::ask::show(id)?;
     let Some(wt) = agent.worktree.clone() else {
         return Err(CliError::user(format!(
             "agent {} ({}) works in no linked worktree",
@@ -430,14 +163,7 @@ pub fn stop_and_remove(id: &str, remove_worktree: bool, delete_branch: bool) -> 
     let path = std::path::PathBuf::from(&wt.path);
     let lost = crate::worktree::would_lose(&path, wt.branch.as_deref())?;
     if !lost.is_empty() {
-        let mut e = CliError::user(format!(
-            "agent {} not stopped: removing its worktree {} would lose what is below",
-            agent.id, wt.path
-        ));
-        e.causes = lost;
-        return Err(
-            e.hint("commit and merge (or push) it first, or stop without --remove-worktree")
-        );
+        return Err(error::stop_would_lose(&agent, &wt.path, lost));
     }
     if !agent.state.is_final() {
         stop(&agent.id)?;
@@ -473,16 +199,11 @@ pub fn interrupt(id: &str) -> CliResult {
 }
 
 pub fn peek(id: &str, lines: u32) -> CliResult {
-    match ask(&Request::Peek {
+    out(&text_of(ask(&Request::Peek {
         id: id.into(),
         lines,
-    })? {
-        Response::Text { text } => {
-            out(&text);
-            Ok(())
-        }
-        other => Err(CliError::from_response(other)),
-    }
+    })?)?);
+    Ok(())
 }
 
 /// `volee quiet [DURATION|off]`.
@@ -494,29 +215,17 @@ pub fn quiet(duration: Option<&str>) -> CliResult {
                 None => Duration::from_secs(3600),
                 Some(text) => humantime_duration(text)?,
             };
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0);
-            Some(now + d.as_millis() as u64)
+            Some(volee_os::clock::now_ms() + d.as_millis() as u64)
         }
     };
-    match ask(&Request::Quiet { until_ms })? {
-        Response::Text { text } => {
-            out(&text);
-            Ok(())
-        }
-        other => Err(CliError::from_response(other)),
-    }
+    out(&text_of(ask(&Request::Quiet { until_ms })?)?);
+    Ok(())
 }
 
 fn humantime_duration(text: &str) -> CliResult<Duration> {
     volee_daemon::config::Config::parse(&format!("retention = {text:?}"), "DURATION")
         .map(|c| c.retention)
-        .map_err(|_| {
-            CliError::user(format!("{text:?} is not a duration"))
-                .hint("examples: 30m, 2h, 1day, or off")
-        })
+        .map_err(|_| error::not_a_duration(text))
 }
 
 pub fn rm(id: &str) -> CliResult {
@@ -524,13 +233,8 @@ pub fn rm(id: &str) -> CliResult {
 }
 
 pub fn prune() -> CliResult {
-    match ask(&Request::Prune)? {
-        Response::Text { text } => {
-            out(&text);
-            Ok(())
-        }
-        other => Err(CliError::from_response(other)),
-    }
+    out(&text_of(ask(&Request::Prune)?)?);
+    Ok(())
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -576,9 +280,8 @@ pub fn status(format: StatusFormat) -> CliResult {
 
 pub fn daemon(foreground: bool) -> CliResult {
     let paths = paths();
-    paths.ensure().map_err(|e| crate::error::path_error(&e))?;
-    let config =
-        Config::load(&paths.config_file()).map_err(|e| CliError::from_error(Exit::User, &e))?;
+    paths.ensure()?;
+    let config = Config::load(&paths.config_file())?;
     let log = volee_daemon::logging::RotatingLog::open(paths.log_file(), config.log_max_bytes)
         .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
     let filter = tracing_subscriber::EnvFilter::try_from_env("VOLEE_LOG")
@@ -609,18 +312,7 @@ pub fn daemon(foreground: bool) -> CliResult {
         .build()
         .map_err(|e| CliError::from_error(Exit::Internal, &e))?;
     tracing::info!("daemon starting (pid {})", std::process::id());
-    runtime
-        .block_on(volee_daemon::daemon::run(paths, config))
-        .map_err(|e| match e {
-            volee_daemon::daemon::DaemonError::AlreadyRunning { .. } => {
-                CliError::from_error(Exit::User, &e).hint("stop it with: volee daemon stop")
-            }
-            volee_daemon::daemon::DaemonError::Paths(ref p) if p.is_untrusted() => {
-                CliError::from_error(Exit::Environment, &e)
-                    .hint(crate::error::untrusted_path_hint(p))
-            }
-            other => CliError::from_error(Exit::Internal, &other),
-        })
+    Ok(runtime.block_on(volee_daemon::daemon::run(paths, config))?)
 }
 
 pub fn daemon_stop() -> CliResult {
@@ -637,130 +329,4 @@ pub fn daemon_stop() -> CliResult {
         Err(_) => out("no daemon running"),
     }
     Ok(())
-}
-
-/// `volee resume ID`: relaunch an ended agent with its harness's resume line and session id (the
-/// generic profile reruns its command), in the same tmux session, under the same name.
-pub fn resume(id: &str, as_json: bool, join: bool) -> CliResult {
-    let old = agent_of(ask(&Request::Show { id: id.into() })?)?;
-    if !old.state.is_final() {
-        return Err(
-            CliError::user(format!("agent {} is still running ({})", old.id, old.state))
-                .hint(format!("go to it: volee attach {}", old.id)),
-        );
-    }
-    let profile = volee_harness::profile(&old.harness).ok_or_else(|| {
-        CliError::user(format!(
-            "agent {} has an unknown harness {:?}",
-            old.id, old.harness
-        ))
-    })?;
-    volee_tmux::server::version()?;
-    let launch = if old.harness == "generic" {
-        if old.command.is_empty() {
-            return Err(CliError::user(format!(
-                "agent {} has no recorded command",
-                old.id
-            )));
-        }
-        crate::harness_cli::HarnessLaunch {
-            command: old.command.clone(),
-            version: None,
-            fit: volee_protocol::ProfileFit::Generic,
-            session_id: None,
-            env: Vec::new(),
-            hooks_extension: false,
-            typed_prompt: None,
-        }
-    } else {
-        // Aider's resume line names no session (its chat history file is the session).
-        let needs_id = profile.resume.iter().any(|a| a.contains("{id}"));
-        let session = match old.session_id.as_deref() {
-            Some(s) => s,
-            None if !needs_id => "",
-            None => {
-                return Err(
-                    CliError::user(format!("agent {} never reported a session id", old.id))
-                        .hint("start a new one: volee launch --harness …"),
-                )
-            }
-        };
-        crate::harness_cli::launch_line(
-            &profile,
-            &crate::harness_cli::LaunchOptions {
-                name: None,
-                model: None,
-                worktree: None,
-                prompt: None,
-                extra: &[],
-                resume: Some(session),
-                // Joined before (its recorded command names volee's MCP server): joined again.
-                join: join
-                    || old
-                        .command
-                        .iter()
-                        .any(|a| a.contains("volee-mcp-") || a.contains("mcp_servers.volee")),
-            },
-        )?
-    };
-    let (socket, session) = match &old.host {
-        volee_protocol::Host::Tmux {
-            socket, session, ..
-        } => (socket.clone(), Some(session.clone())),
-        _ => (caller_socket(None).display().to_string(), None),
-    };
-    // A zellij agent resumes in its zellij session.
-    let zellij_session = match &old.host {
-        volee_protocol::Host::Zellij { session, .. } => Some(session.clone()),
-        _ => None,
-    };
-    let server = volee_tmux::server::TmuxServer::new(&socket);
-    let session = session.filter(|s| server.has_session(s));
-    let mut env: Vec<(String, String)> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect();
-    for (k, v) in launch.env {
-        env.retain(|(key, _)| key != &k);
-        env.push((k, v));
-    }
-    if let Some(wt) = &old.worktree {
-        if !std::path::Path::new(&wt.path).is_dir() {
-            return Err(CliError::user(format!(
-                "agent {} worked in worktree {}, which is gone",
-                old.id, wt.path
-            ))
-            .hint("start a new one: volee launch --worktree NAME …"));
-        }
-    }
-    let cwd = if std::path::Path::new(&old.cwd).is_dir() {
-        old.cwd.clone()
-    } else {
-        std::env::current_dir()
-            .map_err(|e| CliError::from_error(Exit::User, &e))?
-            .display()
-            .to_string()
-    };
-    let req = LaunchRequest {
-        harness: old.harness.clone(),
-        command: launch.command,
-        harness_version: launch.version,
-        profile_fit: launch.fit,
-        session_id: launch.session_id,
-        hooks_extension: launch.hooks_extension,
-        typed_prompt: launch.typed_prompt,
-        cwd,
-        name: Some(old.name.clone()),
-        env,
-        tmux_socket: socket,
-        tmux_session: session,
-        caller_pane: None,
-        zellij_session,
-    };
-    let agent = agent_of(ask(&Request::Launch(req))?)?;
-    if as_json {
-        json(&agent)
-    } else {
-        out(&agent.id);
-        Ok(())
-    }
 }

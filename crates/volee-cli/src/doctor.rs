@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use volee_protocol::ProfileFit;
 
-use crate::commands::{out, paths};
+use crate::ask::paths;
 use crate::error::{CliError, CliResult};
+use crate::output::out;
 
 enum Level {
     Ok,
@@ -21,6 +22,7 @@ struct Check {
     fix: Option<String>,
 }
 
+/// The first line `program args` prints, when it succeeds (`docker version`'s one answer).
 fn first_line(program: &str, args: &[&str]) -> Option<String> {
     let out = Command::new(program)
         .args(args)
@@ -86,20 +88,18 @@ fn checks() -> Vec<Check> {
                 )
             }
         }
-        Err(_) => check(
-            Level::Missing,
-            "tmux",
-            "not installed".into(),
-            Some("sudo apt-get install tmux (Debian/Ubuntu), brew install tmux (macOS)".into()),
-        ),
+        Err(e) => check(Level::Missing, "tmux", "not installed".into(), e.hint()),
     });
-    checks.push(match first_line("zellij", &["--version"]) {
+    let zellij = volee_zellij::find_binary()
+        .ok()
+        .and_then(|bin| crate::program::read_version(&bin, None));
+    checks.push(match zellij {
         Some(v) => check(Level::Ok, "zellij", v, None),
         None => check(
             Level::Warn,
             "zellij",
             "not installed (optional: the zellij front end)".into(),
-            Some("cargo install --locked zellij".into()),
+            volee_zellij::ZellijError::NotInstalled.hint(),
         ),
     });
     checks.push(
@@ -185,7 +185,9 @@ fn checks() -> Vec<Check> {
             format!("{}–{}", range.min, range.max)
         };
         let install = profile.install_hint();
-        checks.push(match first_line(profile.program, &["--version"]) {
+        let version = volee_os::program::find(profile.program)
+            .and_then(|p| crate::program::read_version(&p, None));
+        checks.push(match version {
             None => check(Level::Warn, profile.name, format!("{} not installed (measured: {measured})", profile.display_name), install),
             Some(v) => {
                 let fit = if range.contains(&v) { ProfileFit::Measured } else { ProfileFit::OtherVersion };

@@ -1,6 +1,21 @@
-//! CLI errors: a message, its causes, `hint:` lines, and the exit code of CLI.md.
+//! Every error the CLI prints, and what it says, in one place (jj's `command_error.rs`):
+//!
+//! - [`CliError`]: a message, its causes, `hint:` lines, and its kind — the exit code of CLI.md
+//!   ([`Exit`]); `main` prints it and exits with that code, `volee mcp` answers it as a tool
+//!   error;
+//! - conversions from every other crate's error (the daemon client, paths, tmux, zellij, the
+//!   daemon itself, the session store, the agent loop, the instrumentation plan and its
+//!   executor), each with the kind and hints that go with it;
+//! - the CLI's own refusals, one constructor each, so a situation met by two commands is said
+//!   one way (the tmux install hint, an unknown harness, a missing program, an unknown state).
+//!
+//! Hints are attached here and nowhere else; commands say which situation they met.
 
-use volee_protocol::{ErrorKind, Response};
+use std::path::Path;
+
+use volee_daemon::persist::PersistError;
+use volee_harness::Profile;
+use volee_protocol::{AgentView, ErrorKind, Response};
 
 /// Exit codes of the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,8 +65,18 @@ impl CliError {
         CliError::new(Exit::Internal, message)
     }
 
-    pub fn hint(mut self, hint: impl Into<String>) -> CliError {
+    fn hint(mut self, hint: impl Into<String>) -> CliError {
         self.hints.push(hint.into());
+        self
+    }
+
+    fn hints(mut self, hints: impl IntoIterator<Item = String>) -> CliError {
+        self.hints.extend(hints);
+        self
+    }
+
+    fn causes(mut self, causes: impl IntoIterator<Item = String>) -> CliError {
+        self.causes.extend(causes);
         self
     }
 
@@ -66,7 +91,7 @@ impl CliError {
         e
     }
 
-    /// The daemon's error response.
+    /// The daemon's error response (its kind is the exit code; its hints are the daemon's).
     pub fn from_response(resp: Response) -> CliError {
         match resp {
             Response::Error {
@@ -98,6 +123,15 @@ impl CliError {
     }
 }
 
+/// What restarts the daemon.
+const RESTART_DAEMON: &str = "volee daemon stop (the next command starts a new one)";
+
+/// Where the daemon says what went wrong.
+const DAEMON_LOG: &str = "check the daemon log (volee.log in the state directory)";
+
+// ---------------------------------------------------------------------------------------------
+// Other crates' errors.
+
 impl From<volee_daemon::ClientError> for CliError {
     fn from(e: volee_daemon::ClientError) -> CliError {
         use volee_daemon::ClientError;
@@ -118,28 +152,30 @@ impl From<volee_daemon::ClientError> for CliError {
                 match pid {
                     Some(pid) => err
                         .hint(format!("if it was stopped (Ctrl-Z, SIGSTOP), resume it: kill -CONT {pid}"))
-                        .hint("or restart it: volee daemon stop (the next command starts a new one)"),
-                    None => err.hint("restart it: volee daemon stop (the next command starts a new one)"),
+                        .hint(format!("or restart it: {RESTART_DAEMON}")),
+                    None => err.hint(format!("restart it: {RESTART_DAEMON}")),
                 }
             }
             _ => CliError::from_error(Exit::Internal, &e)
-                .hint("check the daemon log (volee.log in the state directory), or restart it: volee daemon stop"),
+                .hint(format!("{DAEMON_LOG}, or restart it: {RESTART_DAEMON}")),
         }
     }
 }
 
 /// A directory or file volee will not use (exit 3, with what to do), or could not create.
-pub fn path_error(e: &volee_daemon::paths::PathError) -> CliError {
-    let err = CliError::from_error(Exit::Environment, e);
-    if e.is_untrusted() {
-        err.hint(untrusted_path_hint(e))
-    } else {
-        err
+impl From<volee_daemon::paths::PathError> for CliError {
+    fn from(e: volee_daemon::paths::PathError) -> CliError {
+        let err = CliError::from_error(Exit::Environment, &e);
+        if e.is_untrusted() {
+            err.hint(untrusted_path_hint(&e))
+        } else {
+            err
+        }
     }
 }
 
 /// What to do about a directory, socket or file someone else could have planted.
-pub fn untrusted_path_hint(e: &volee_daemon::paths::PathError) -> String {
+fn untrusted_path_hint(e: &volee_daemon::paths::PathError) -> String {
     use volee_daemon::paths::PathError;
     let path = e.path().display();
     let what = match e {
@@ -155,21 +191,492 @@ pub fn untrusted_path_hint(e: &volee_daemon::paths::PathError) -> String {
     }
 }
 
-impl From<volee_tmux::server::TmuxError> for CliError {
-    fn from(e: volee_tmux::server::TmuxError) -> CliError {
-        use volee_tmux::server::TmuxError;
+impl From<volee_daemon::daemon::DaemonError> for CliError {
+    fn from(e: volee_daemon::daemon::DaemonError) -> CliError {
+        use volee_daemon::daemon::DaemonError;
         match &e {
-            TmuxError::Missing => tmux_missing(),
-            TmuxError::NoServer { .. } => {
-                CliError::from_error(Exit::Environment, &e).hint("start one with `volee up`")
+            DaemonError::AlreadyRunning { .. } => {
+                CliError::from_error(Exit::User, &e).hint("stop it with: volee daemon stop")
+            }
+            DaemonError::Paths(p) if p.is_untrusted() => {
+                CliError::from_error(Exit::Environment, &e).hint(untrusted_path_hint(p))
             }
             _ => CliError::from_error(Exit::Internal, &e),
         }
     }
 }
 
+/// `config.toml` does not parse (the user's to fix).
+impl From<volee_daemon::config::ConfigError> for CliError {
+    fn from(e: volee_daemon::config::ConfigError) -> CliError {
+        CliError::from_error(Exit::User, &e)
+    }
+}
+
+/// tmux missing (exit 3, how to install it), no server (exit 3), a command that failed (exit 4).
+impl From<volee_tmux::server::TmuxError> for CliError {
+    fn from(e: volee_tmux::server::TmuxError) -> CliError {
+        use volee_tmux::server::TmuxError;
+        let exit = match &e {
+            TmuxError::Missing | TmuxError::NoServer { .. } => Exit::Environment,
+            _ => Exit::Internal,
+        };
+        let hints = e.hint();
+        CliError::from_error(exit, &e).hints(hints)
+    }
+}
+
 /// The one message for a machine without tmux.
 pub fn tmux_missing() -> CliError {
-    CliError::env("tmux is not installed (no `tmux` on PATH)")
-        .hint("install it: sudo apt-get install tmux (Debian/Ubuntu), sudo dnf install tmux (Fedora), brew install tmux (macOS)")
+    volee_tmux::server::TmuxError::Missing.into()
+}
+
+impl From<volee_zellij::ZellijError> for CliError {
+    fn from(e: volee_zellij::ZellijError) -> CliError {
+        use volee_zellij::ZellijError;
+        let exit = match &e {
+            ZellijError::NotInstalled => Exit::Environment,
+            ZellijError::NoSession(_) => Exit::User,
+            _ => Exit::Internal,
+        };
+        let hints = e.hint();
+        CliError::from_error(exit, &e).hints(hints)
+    }
+}
+
+/// The session store of volee's own agent: what the user gave (exit 2), a newer volee's session
+/// (exit 3), anything else (exit 4).
+impl From<volee_store::StoreError> for CliError {
+    fn from(e: volee_store::StoreError) -> CliError {
+        use volee_store::StoreError;
+        let exit = match &e {
+            StoreError::InvalidId { .. }
+            | StoreError::UnknownId { .. }
+            | StoreError::Ambiguous { .. }
+            | StoreError::Locked { .. }
+            | StoreError::Archived { .. }
+            | StoreError::ProjectMismatch { .. }
+            | StoreError::NotRegularFile { .. }
+            | StoreError::Unsafe { .. } => Exit::User,
+            StoreError::NewerSchema { .. } => Exit::Environment,
+            _ => Exit::Internal,
+        };
+        let err = CliError::from_error(exit, &e);
+        match &e {
+            StoreError::UnknownId { .. } => {
+                err.hint("list them: volee agent --list-sessions --include-archived")
+            }
+            StoreError::Ambiguous { .. } => err.hint("give more characters of the id"),
+            StoreError::Locked { id, pid } => {
+                let who = pid.map_or("another process".to_string(), |p| format!("process {p}"));
+                err.hint(format!(
+                    "{who} (a running `volee agent`) writes to it; end it first, or copy the session: volee agent --fork {id}"
+                ))
+            }
+            StoreError::Archived { id } => err.hint(format!("unarchive it first: volee agent --unarchive {id}")),
+            StoreError::ProjectMismatch { id, recorded, .. } => err.hint(format!(
+                "run it from {}, or fork it and resume the fork there: volee agent --fork {id}",
+                recorded.display()
+            )),
+            StoreError::Corrupt { id, .. } => err.hint(format!(
+                "its files are kept as they are; look at them, or remove the session: volee agent --delete {id} --yes"
+            )),
+            StoreError::TranscriptCorrupt { id, .. } => err.hint(format!(
+                "its files are kept as they are; `volee agent --info {id}` still works"
+            )),
+            StoreError::NewerSchema { .. } => err.hint("upgrade volee to open it; it is left untouched"),
+            StoreError::NotRegularFile { path, .. } | StoreError::Unsafe { path, .. } => err.hint(format!(
+                "volee does not make such a thing and went no further: nothing was read or written through it. Look at {} and remove it if you did not put it there",
+                path.display()
+            )),
+            _ => err,
+        }
+    }
+}
+
+/// The agent loop: Ollama or Docker missing (exit 3), anything else (exit 4); the store's own.
+impl From<volee_agent::AgentError> for CliError {
+    fn from(e: volee_agent::AgentError) -> CliError {
+        if let volee_agent::AgentError::Store(s) = e {
+            return s.into();
+        }
+        let exit = if e.is_environment() {
+            Exit::Environment
+        } else {
+            Exit::Internal
+        };
+        let hints = e.hint();
+        CliError::from_error(exit, &e).hints(hints)
+    }
+}
+
+impl From<volee_ollama::OllamaError> for CliError {
+    fn from(e: volee_ollama::OllamaError) -> CliError {
+        volee_agent::AgentError::from(e).into()
+    }
+}
+
+impl From<volee_sandbox::SandboxError> for CliError {
+    fn from(e: volee_sandbox::SandboxError) -> CliError {
+        volee_agent::AgentError::from(e).into()
+    }
+}
+
+/// A launch volee cannot plan: it is what the user asked for (exit 2).
+impl From<volee_harness::instrument::PlanError> for CliError {
+    fn from(e: volee_harness::instrument::PlanError) -> CliError {
+        use volee_harness::instrument::PlanError;
+        let err = CliError::user(e.to_string());
+        match e {
+            PlanError::NotJson { .. } => err.hint("volee merges its MCP server into it"),
+            PlanError::NoJoin { .. } => err,
+        }
+    }
+}
+
+/// Carrying out the CLI's part of the plan.
+impl From<crate::instrument::InstrumentError> for CliError {
+    fn from(e: crate::instrument::InstrumentError) -> CliError {
+        use crate::instrument::InstrumentError;
+        let hint = match &e {
+            InstrumentError::Paths(_) => None,
+            InstrumentError::Write(_) | InstrumentError::NotSettings(_) => None,
+            InstrumentError::NoPort(_) => {
+                Some("volee needs a free loopback port for the harness's server".to_string())
+            }
+            InstrumentError::ReadDefaults { var, path, .. } => Some(format!(
+                "{var} names {}, which volee must merge",
+                path.display()
+            )),
+            InstrumentError::DefaultsNotJson { path, .. } => {
+                Some(format!("{} is not valid JSON", path.display()))
+            }
+            InstrumentError::JoinLost { .. } => Some(
+                "launch without --join, or run volee where its runtime directory is root-owned"
+                    .to_string(),
+            ),
+        };
+        let err = match e {
+            InstrumentError::Paths(p) => return p.into(),
+            InstrumentError::Write(PersistError::Encode { .. }) => {
+                CliError::from_error(Exit::Internal, &e)
+            }
+            InstrumentError::JoinLost { .. } => CliError::user(e.to_string()),
+            // Its own message, as before: the cause is in it.
+            InstrumentError::ReadDefaults { .. }
+            | InstrumentError::DefaultsNotJson { .. }
+            | InstrumentError::NotSettings(_)
+            | InstrumentError::NoPort(_) => CliError::env(e.to_string()),
+            InstrumentError::Write(_) => CliError::from_error(Exit::Environment, &e),
+        };
+        err.hints(hint)
+    }
+}
+
+/// JSON that could not be written out (exit 4).
+impl From<serde_json::Error> for CliError {
+    fn from(e: serde_json::Error) -> CliError {
+        CliError::from_error(Exit::Internal, &e)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Harnesses and agents, met by several commands.
+
+/// No profile of that name.
+pub fn unknown_harness(name: &str) -> CliError {
+    let names: Vec<&str> = volee_harness::profiles().iter().map(|p| p.name).collect();
+    CliError::user(format!("unknown harness {name:?}")).hint(format!(
+        "known harnesses: {} (details: volee profiles)",
+        names.join(", ")
+    ))
+}
+
+/// The harness's program is not on the caller's PATH (exit 3), and where it comes from.
+pub fn harness_not_installed(profile: &Profile) -> CliError {
+    let e = CliError::env(format!(
+        "{} is not installed (no `{}` on PATH)",
+        profile.display_name, profile.program
+    ));
+    match (profile.package, profile.install_hint()) {
+        (Some(pkg), Some(install)) => e.hint(format!("it comes from the package {pkg}: {install}")),
+        _ => e,
+    }
+}
+
+/// A state name that is none of the six.
+pub fn unknown_state(name: &str) -> CliError {
+    CliError::user(format!("unknown state {name:?}"))
+        .hint("states: working, needs_you, idle, done, failed, stopped")
+}
+
+/// The agent has ended, or its pane is gone (`what` says which, after "agent ID (NAME) ").
+pub fn agent_ended(agent: &AgentView, what: &str) -> CliError {
+    CliError::user(format!(
+        "agent {} ({}) {what}: it is {}",
+        agent.id, agent.name, agent.state
+    ))
+    .hint(format!("see what happened: volee explain {}", agent.id))
+}
+
+// ---------------------------------------------------------------------------------------------
+// launch and resume.
+
+pub fn nothing_to_launch() -> CliError {
+    CliError::user("nothing to launch: give a command after --, or a --harness")
+        .hint("example: volee launch -- python3 agent.py")
+        .hint("or set default_harness in config.toml")
+}
+
+pub fn not_inside_zellij() -> CliError {
+    CliError::user("not inside zellij: which session?")
+        .hint("use --host zellij:SESSION (sessions: zellij list-sessions)")
+}
+
+pub fn unknown_host(host: &str) -> CliError {
+    CliError::user(format!("unknown host {host:?}"))
+        .hint("use --host tmux[:SESSION] or --host zellij[:SESSION]")
+}
+
+/// `--cwd` names no directory.
+pub fn bad_cwd(dir: &Path, e: &std::io::Error) -> CliError {
+    CliError::from_error(Exit::User, e).hint(format!("--cwd {} must be a directory", dir.display()))
+}
+
+/// A first prompt the harness cannot take on its command line.
+pub fn no_first_prompt(profile: &Profile) -> CliError {
+    CliError::user(format!(
+        "{} takes no first prompt volee could verify on its command line",
+        profile.display_name
+    ))
+    .hint("launch it without one, then: volee send ID TEXT")
+}
+
+pub fn still_running(agent: &AgentView) -> CliError {
+    CliError::user(format!(
+        "agent {} is still running ({})",
+        agent.id, agent.state
+    ))
+    .hint(format!("go to it: volee attach {}", agent.id))
+}
+
+pub fn no_session_id(agent: &AgentView) -> CliError {
+    CliError::user(format!("agent {} never reported a session id", agent.id))
+        .hint("start a new one: volee launch --harness …")
+}
+
+pub fn worktree_gone(agent: &AgentView, path: &str) -> CliError {
+    CliError::user(format!(
+        "agent {} worked in worktree {path}, which is gone",
+        agent.id
+    ))
+    .hint("start a new one: volee launch --worktree NAME …")
+}
+
+// ---------------------------------------------------------------------------------------------
+// attach.
+
+/// Not run from a terminal: volee cannot attach one; `yourself` is the command that would.
+pub fn needs_terminal(yourself: &str) -> CliError {
+    CliError::user("volee attach needs a terminal").hint(format!("or attach yourself: {yourself}"))
+}
+
+pub fn on_another_tmux_server(agent: &AgentView, socket: &str) -> CliError {
+    CliError::user(format!(
+        "agent {} runs on another tmux server ({socket})",
+        agent.id
+    ))
+    .hint("detach from this tmux first, then run volee attach again")
+}
+
+pub fn in_another_zellij_session(
+    agent: &AgentView,
+    session: &str,
+    this: &str,
+    pane: &str,
+) -> CliError {
+    CliError::user(format!(
+        "agent {} runs in zellij session {session:?}, this is {this:?}",
+        agent.id
+    ))
+    .hint(format!(
+        "switch to it: zellij action switch-session {session} --pane-id {pane}"
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// send, wait, stop, quiet.
+
+/// `volee send`: the agent showed no reaction (exit 1).
+pub fn did_not_react(id: &str, wait_secs: u64, state: &str) -> CliError {
+    CliError::new(
+        Exit::Negative,
+        format!("sent to {id}, but it did not react within {wait_secs} s (still {state})"),
+    )
+    .hint(format!("look at it: volee peek {id}"))
+}
+
+/// `send_message`: an agent never answers another agent's prompt.
+pub fn waits_for_its_user(agent: &AgentView) -> CliError {
+    CliError::user(format!(
+        "agent {} ({}) waits for its user's answer (needs_you): volee's tools never answer another agent's prompt",
+        agent.id, agent.name
+    ))
+    .hint("wait_for_state until it is idle, or tell your user")
+}
+
+/// `stop --remove-worktree`: nothing is stopped when the worktree would lose work (`lost`).
+pub fn stop_would_lose(agent: &AgentView, path: &str, lost: Vec<String>) -> CliError {
+    CliError::user(format!(
+        "agent {} not stopped: removing its worktree {path} would lose what is below",
+        agent.id
+    ))
+    .causes(lost)
+    .hint("commit and merge (or push) it first, or stop without --remove-worktree")
+}
+
+pub fn not_a_duration(text: &str) -> CliError {
+    CliError::user(format!("{text:?} is not a duration")).hint("examples: 30m, 2h, 1day, or off")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worktrees.
+
+pub fn bad_worktree_name(name: &str) -> CliError {
+    CliError::user(format!("bad worktree name {name:?}"))
+        .hint("letters, digits, '.', '_' and '-', not starting with '.' or '-', at most 64")
+}
+
+/// `--worktree` outside a repository; `git_says` is git's own word.
+pub fn not_a_repository(dir: &Path, git_says: String) -> CliError {
+    CliError::user(format!(
+        "{} is not in a git repository: --worktree needs one",
+        dir.display()
+    ))
+    .hint(git_says)
+}
+
+pub fn worktree_path_taken(name: &str, path: &Path) -> CliError {
+    CliError::user(format!(
+        "worktree {name:?} is taken: {} exists",
+        path.display()
+    ))
+    .hint("pick another name")
+}
+
+pub fn worktree_branch_taken(name: &str, branch: &str) -> CliError {
+    CliError::user(format!(
+        "worktree {name:?} is taken: branch {branch} exists"
+    ))
+    .hint(format!(
+        "pick another name, or delete the branch: git branch -d {branch}"
+    ))
+}
+
+/// A worktree kept because removing it would lose `lost` (at most 50 shown).
+pub fn worktree_would_lose(path: &Path, lost: &[String]) -> CliError {
+    CliError::user(format!(
+        "worktree {} kept: removing it would lose {}",
+        path.display(),
+        if lost.len() == 1 { "this" } else { "these" }
+    ))
+    .causes(lost.iter().take(50).cloned())
+    .hint(
+        "commit and merge (or push) them first, or remove it yourself: git worktree remove --force",
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// setup, pane-exec, volee's own agent.
+
+/// A file of the user's volee will not change (`why` says what is wrong with it).
+pub fn left_unchanged(why: String) -> CliError {
+    CliError::user(why).hint("volee changed nothing")
+}
+
+/// The pane's environment file could not be read.
+pub fn handover_unreadable(e: &std::io::Error) -> CliError {
+    CliError::from_error(Exit::Internal, e)
+        .hint("the volee daemon did not finish this launch; close this pane and launch again")
+}
+
+/// The daemon cancelled the launch this pane waits for.
+pub fn handover_cancelled() -> CliError {
+    CliError::internal("the volee daemon stopped before this launch finished")
+        .hint("close this pane and launch again")
+}
+
+pub fn delete_needs_yes(id: &str) -> CliError {
+    CliError::user(format!("refusing to delete session {id} without --yes")).hint(format!(
+        "volee agent --delete {id} --yes (this cannot be undone; --export it first to keep a copy)"
+    ))
+}
+
+/// `volee agent` outside a readable project directory.
+pub fn no_project_dir(e: &std::io::Error) -> CliError {
+    CliError::from_error(Exit::User, e).hint("run volee agent from the project directory")
+}
+
+/// `volee agent --prompt`: tool calls were denied (exit 1).
+pub fn calls_denied(denied: u32) -> CliError {
+    CliError::new(
+        Exit::Negative,
+        format!(
+            "{denied} tool call{} needed an approval and {} denied",
+            if denied == 1 { "" } else { "s" },
+            if denied == 1 { "was" } else { "were" }
+        ),
+    )
+    .hint("run again with --approve-all to let the agent run shell commands and change files, or resume the session interactively")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tmux_errors_keep_their_exit_codes_and_one_install_hint() {
+        let missing = tmux_missing();
+        assert_eq!(missing.exit, Exit::Environment);
+        assert_eq!(missing.message, "tmux is not installed (no `tmux` on PATH)");
+        assert_eq!(missing.hints, [volee_tmux::server::INSTALL_HINT]);
+        let failed: CliError = volee_tmux::server::TmuxError::Failed {
+            command: "x".into(),
+            stderr: "y".into(),
+        }
+        .into();
+        assert_eq!(failed.exit, Exit::Internal);
+        let zellij: CliError = volee_zellij::ZellijError::NotInstalled.into();
+        assert_eq!(zellij.exit, Exit::Environment);
+        assert!(zellij.hints[0].contains("VOLEE_ZELLIJ"), "{zellij:?}");
+    }
+
+    #[test]
+    fn the_daemons_answer_keeps_its_kind_and_hints() {
+        let e = CliError::from_response(Response::Error {
+            kind: ErrorKind::Environment,
+            message: "m".into(),
+            hints: vec!["h".into()],
+        });
+        assert_eq!(
+            (e.exit, e.message.as_str(), e.hints.len()),
+            (Exit::Environment, "m", 1)
+        );
+        let odd = CliError::from_response(Response::Text { text: "t".into() });
+        assert_eq!(odd.exit, Exit::Internal);
+    }
+
+    #[test]
+    fn an_unknown_harness_names_the_known_ones() {
+        let e = unknown_harness("nope");
+        assert_eq!(e.exit, Exit::User);
+        assert!(
+            e.hints[0].contains("claude") && e.hints[0].contains("generic"),
+            "{e:?}"
+        );
+        let claude = volee_harness::profile("claude").unwrap();
+        let e = harness_not_installed(&claude);
+        assert_eq!(e.exit, Exit::Environment);
+        assert!(e.hints[0].contains("@anthropic-ai/claude-code"), "{e:?}");
+    }
 }

@@ -2,13 +2,24 @@
 
 mod agent_cmd;
 mod agent_loop;
+mod ask;
+mod attach;
+mod caller;
 mod commands;
 mod doctor;
 mod error;
-mod harness_cli;
+mod hook;
+mod instrument;
+mod launch;
+mod launch_plan;
 mod mcp;
+mod output;
 mod pane_exec;
 mod probe;
+mod profiles;
+mod program;
+mod send;
+mod setup;
 mod tmux_ui;
 mod worktree;
 
@@ -39,7 +50,7 @@ enum Command {
     /// Undo `volee up`: remove volee's key bindings and options, restore the status line, stop the daemon.
     Down,
     /// Start an agent in a new tmux window; prints its id.
-    Launch(commands::LaunchArgs),
+    Launch(launch::LaunchArgs),
     /// volee's own agent (Ollama + a Docker sandbox) in this pane; --prompt for one turn; manage its sessions.
     Agent(agent_cmd::AgentArgs),
     /// List agents (launched and discovered); --all adds ended ones.
@@ -211,17 +222,17 @@ fn main() {
     let result = match cli.command {
         Command::Up { no_attach } => tmux_ui::up(no_attach),
         Command::Down => tmux_ui::down(),
-        Command::Setup { harness, undo } => harness_cli::setup(&harness, undo),
+        Command::Setup { harness, undo } => setup::setup(&harness, undo),
         Command::Mcp => mcp::serve(),
         Command::Quiet { duration } => commands::quiet(duration.as_deref()),
-        Command::Launch(args) => commands::launch(args),
+        Command::Launch(args) => launch::launch(args),
         Command::Agent(args) => agent_cmd::run(args),
         Command::Ls { all, json, rescan } => commands::ls(all, json, rescan),
         Command::Show { id, json } => commands::show(&id, json),
         Command::Explain { id, json } => commands::explain(&id, json),
         Command::Wait { id, until, timeout } => commands::wait(&id, &until, timeout),
-        Command::Attach { id } => tmux_ui::attach(&id),
-        Command::Resume { id, json, join } => commands::resume(&id, json, join),
+        Command::Attach { id } => attach::attach(&id),
+        Command::Resume { id, json, join } => launch::resume(&id, json, join),
         Command::Stop {
             id,
             remove_worktree,
@@ -233,11 +244,11 @@ fn main() {
             text,
             wait,
             raw,
-        } => harness_cli::send(&id, &text, raw, std::time::Duration::from_secs(wait)),
-        Command::Profiles { json } => harness_cli::profiles(json),
+        } => send::send(&id, &text, raw, std::time::Duration::from_secs(wait)),
+        Command::Profiles { json } => profiles::profiles(json),
         Command::Doctor => doctor::doctor(),
         Command::Probe { harness } => probe::probe(&harness),
-        Command::Hook { harness, event } => harness_cli::hook(&harness, &event),
+        Command::Hook { harness, event } => hook::hook(&harness, &event),
         Command::Peek { id, lines } => commands::peek(&id, lines),
         Command::Rm { id } => commands::rm(&id),
         Command::Prune => commands::prune(),

@@ -17,8 +17,8 @@ use rmcp::{tool, tool_handler, tool_router, ServerHandler, ServiceExt};
 use serde::Deserialize;
 use volee_protocol::{AgentState, AgentView, Request, Response};
 
-use crate::commands::ask;
-use crate::error::{CliError, CliResult, Exit};
+use crate::ask::{agent_of, agents_of, ask, show, text_of};
+use crate::error::{self, CliError, CliResult, Exit};
 
 /// The longest `wait_for_state` waits.
 pub const MAX_WAIT_SECS: u64 = 600;
@@ -102,14 +102,7 @@ async fn blocking(f: impl FnOnce() -> CliResult<String> + Send + 'static) -> Cal
 }
 
 fn pretty(value: &impl serde::Serialize) -> CliResult<String> {
-    serde_json::to_string_pretty(value).map_err(|e| CliError::from_error(Exit::Internal, &e))
-}
-
-fn show(id: &str) -> CliResult<AgentView> {
-    match ask(&Request::Show { id: id.into() })? {
-        Response::Agent { agent } => Ok(agent),
-        other => Err(CliError::from_response(other)),
-    }
+    Ok(serde_json::to_string_pretty(value)?)
 }
 
 /// The parent pid of `pid` (`/proc/PID/stat`, the field after the parenthesised name).
@@ -183,12 +176,12 @@ impl VoleeMcp {
     )]
     async fn list_agents(&self, Parameters(args): Parameters<ListArgs>) -> CallToolResult {
         let caller = self.caller().await;
-        blocking(move || match ask(&Request::List { all: args.all })? {
-            Response::Agents { agents } => pretty(&serde_json::json!({
+        blocking(move || {
+            let agents = agents_of(ask(&Request::List { all: args.all })?)?;
+            pretty(&serde_json::json!({
                 "you": caller,
                 "agents": agents,
-            })),
-            other => Err(CliError::from_response(other)),
+            }))
         })
         .await
     }
@@ -212,10 +205,7 @@ impl VoleeMcp {
         blocking(move || {
             let mut states = Vec::new();
             for s in &args.states {
-                states.push(AgentState::parse(s.trim()).ok_or_else(|| {
-                    CliError::user(format!("unknown state {s:?}"))
-                        .hint("states: working, needs_you, idle, done, failed, stopped")
-                })?);
+                states.push(AgentState::parse(s.trim()).ok_or_else(|| error::unknown_state(s))?);
             }
             if states.is_empty() {
                 return Err(CliError::user("states names no state to wait for"));
@@ -252,7 +242,10 @@ impl VoleeMcp {
         blocking(move || {
             // Controls would be keys of their own (a carriage return submits the rest unsigned):
             // the daemon types the message inert and submits it once; this only judges what remains.
-            if volee_harness::sanitize_input(&args.text, false).trim().is_empty() {
+            if volee_harness::sanitize_input(&args.text, false)
+                .trim()
+                .is_empty()
+            {
                 return Err(CliError::user("the message is empty"));
             }
             if args.text.chars().count() > MAX_MESSAGE_CHARS {
@@ -262,11 +255,7 @@ impl VoleeMcp {
             }
             let agent = Self::other_agent(&caller, &args.id, "send a message to")?;
             if agent.state == AgentState::NeedsYou {
-                return Err(CliError::user(format!(
-                    "agent {} ({}) waits for its user's answer (needs_you): volee's tools never answer another agent's prompt",
-                    agent.id, agent.name
-                ))
-                .hint("wait_for_state until it is idle, or tell your user"));
+                return Err(error::waits_for_its_user(&agent));
             }
             if agent.state.is_final() {
                 return Err(CliError::user(format!(
@@ -279,15 +268,12 @@ impl VoleeMcp {
                 Some(from) => format!("(message from volee agent {from}) {}", args.text),
                 None => args.text.clone(),
             };
-            let before = match ask(&Request::Send {
+            let before = agent_of(ask(&Request::Send {
                 id: agent.id.clone(),
                 text,
                 raw: false,
-            })? {
-                Response::Agent { agent } => agent,
-                other => return Err(CliError::from_response(other)),
-            };
-            crate::harness_cli::confirm_reaction(before, Duration::from_secs(5))
+            })?)?;
+            crate::send::confirm_reaction(before, Duration::from_secs(5))
         })
         .await
     }
@@ -301,10 +287,7 @@ impl VoleeMcp {
             if lines == 0 || lines > MAX_SCREEN_LINES {
                 return Err(CliError::user(format!("lines is 1 to {MAX_SCREEN_LINES}")));
             }
-            match ask(&Request::Peek { id: args.id, lines })? {
-                Response::Text { text } => Ok(text),
-                other => Err(CliError::from_response(other)),
-            }
+            text_of(ask(&Request::Peek { id: args.id, lines })?)
         })
         .await
     }

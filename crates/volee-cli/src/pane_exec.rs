@@ -11,7 +11,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::error::{CliError, CliResult, Exit};
+use crate::error::{self, CliError, CliResult};
 
 /// How long a pane waits for the daemon to hand over the environment.
 const HANDOVER_TIMEOUT: Duration = Duration::from_secs(15);
@@ -44,24 +44,18 @@ fn read_private(path: &Path) -> std::io::Result<Vec<u8>> {
 
 pub fn run(env_file: &Path, command: &[OsString]) -> CliResult {
     let deadline = Instant::now() + HANDOVER_TIMEOUT;
-    let bytes =
-        loop {
-            match read_private(env_file) {
-                Ok(bytes) => break bytes,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(3));
-                }
-                Err(e) => return Err(CliError::from_error(Exit::Internal, &e).hint(
-                    "the volee daemon did not finish this launch; close this pane and launch again",
-                )),
+    let bytes = loop {
+        match read_private(env_file) {
+            Ok(bytes) => break bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(3));
             }
-        };
+            Err(e) => return Err(error::handover_unreadable(&e)),
+        }
+    };
     let _ = std::fs::remove_file(env_file);
     if bytes == volee_daemon::handover::CANCELLED {
-        return Err(
-            CliError::internal("the volee daemon stopped before this launch finished")
-                .hint("close this pane and launch again"),
-        );
+        return Err(error::handover_cancelled());
     }
     let mut fields = bytes.split(|&b| b == 0);
     let cwd = OsString::from_vec(fields.next().unwrap_or_default().to_vec());

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use volee_harness::{Instrumentation, Profile, PromptStyle};
 use volee_tmux::server::TmuxServer;
 
-use crate::commands::out;
-use crate::error::{CliError, CliResult, Exit};
+use crate::error::{self, CliError, CliResult, Exit};
+use crate::output::out;
 
 /// Run `program args` with a throwaway HOME, bounded to 10 s; stdout + stderr.
 fn capture(program: &Path, args: &[&str], home: &Path) -> Option<String> {
@@ -95,27 +95,17 @@ impl Report {
 }
 
 pub fn probe(name: &str) -> CliResult {
-    let profile: Profile = volee_harness::profile(name)
-        .filter(|p| !p.program.is_empty())
-        .ok_or_else(|| {
-            CliError::user(format!("no harness profile called {name:?} to probe"))
-                .hint("list them with: volee profiles")
-        })?;
+    let profile: Profile =
+        volee_harness::profile(name).ok_or_else(|| error::unknown_harness(name))?;
+    if profile.program.is_empty() {
+        return Err(CliError::user(format!(
+            "the {} profile has no program of its own to probe",
+            profile.name
+        )));
+    }
     volee_tmux::server::version()?;
-    let program = std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(profile.program))
-                .find(|p| p.is_file())
-        })
-        .ok_or_else(|| {
-            CliError::env(format!("{} is not installed", profile.display_name)).hint(
-                profile
-                    .install_hint()
-                    .map(|i| format!("install it: {i}"))
-                    .unwrap_or_default(),
-            )
-        })?;
+    let program = volee_os::program::find(profile.program)
+        .ok_or_else(|| error::harness_not_installed(&profile))?;
     let scratch = std::env::temp_dir().join(format!(
         "volee-probe-{}-{}",
         profile.name,
@@ -150,11 +140,7 @@ fn run_probe(
 ) -> CliResult<Report> {
     let mut report = Report { lines: Vec::new() };
     // Version.
-    let version = capture(program, &["--version"], home).and_then(|t| {
-        t.lines()
-            .find(|l| !l.trim().is_empty())
-            .map(|l| l.trim().to_string())
-    });
+    let version = crate::program::read_version(program, Some(home));
     match (&version, profile.measured) {
         (Some(v), Some(range)) => report.check(
             range.contains(v),

@@ -1,5 +1,5 @@
-//! volee inside the user's own tmux server: `up`, `down`, `tmux-init`, `attach`, the picker,
-//! jump-to-next and the launch prompt.
+//! volee inside the user's own tmux server: `up`, `down`, `tmux-init`, the picker, jump-to-next
+//! and the launch prompt.
 //!
 //! volee never overwrites what the user set: options live under `@volee-*`, a key that is already
 //! bound is left alone (and reported), `status-right` is saved before volee adds its placeholder
@@ -10,10 +10,14 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use volee_protocol::{AgentView, Host, Request, Response};
-use volee_tmux::server::TmuxServer;
+use volee_tmux::server::{TmuxError, TmuxServer};
+use volee_view::sh_quote;
 
-use crate::commands::{ask, caller_socket, client, inside_server, now_secs, out, paths};
+use crate::ask::{agents_of, ask, client, paths};
+use crate::caller::{inside_server, stdin_is_tty, tmux_socket as caller_socket};
 use crate::error::{tmux_missing, CliError, CliResult, Exit};
+use crate::launch_plan::{Place, What};
+use crate::output::{now_secs, out};
 
 /// The placeholder a user puts in `status-right` (or `status-left`).
 const PLACEHOLDER: &str = "#{volee_status}";
@@ -40,11 +44,7 @@ fn volee_bin() -> CliResult<String> {
         .map_err(|e| CliError::from_error(Exit::Internal, &e))
 }
 
-/// Quote for `sh` (run-shell runs its command through the shell).
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
+/// The command a key runs; `run-shell` runs it through the shell, hence [`sh_quote`].
 fn binding_command(binding: Binding, bin: &str) -> Vec<String> {
     let bin = sh_quote(bin);
     let common = "--socket '#{socket_path}' --client '#{client_name}'";
@@ -217,10 +217,7 @@ pub fn tmux_init(socket: Option<PathBuf>) -> CliResult {
     let socket = caller_socket(socket);
     let server = TmuxServer::new(&socket);
     if !server.is_running() {
-        return Err(
-            CliError::env(format!("no tmux server is running on {}", socket.display()))
-                .hint("start tmux first, or run `volee up`"),
-        );
+        return Err(TmuxError::NoServer { socket }.into());
     }
     for w in init_server(&server)? {
         eprintln!("warning: {w}");
@@ -272,11 +269,6 @@ pub fn up(no_attach: bool) -> CliResult {
     Err(CliError::from_error(Exit::Environment, &err))
 }
 
-fn stdin_is_tty() -> bool {
-    use std::io::IsTerminal;
-    std::io::stdin().is_terminal()
-}
-
 pub fn down() -> CliResult {
     let paths = paths();
     let mut sockets = vec![caller_socket(None)];
@@ -306,7 +298,7 @@ pub fn down() -> CliResult {
     // What `volee setup cursor` added to the user's own hooks file.
     if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
         let cursor = home.join(volee_harness::instrument::CURSOR_HOOKS_FILE);
-        match crate::harness_cli::unsetup_cursor(&cursor) {
+        match crate::setup::unsetup_cursor(&cursor) {
             Ok(0) => {}
             Ok(n) => out(&format!(
                 "took volee's {n} hooks out of {}",
@@ -319,155 +311,6 @@ pub fn down() -> CliResult {
         "volee is down: its key bindings, options and status line are removed; agents keep running",
     );
     Ok(())
-}
-
-fn agent(id: &str) -> CliResult<AgentView> {
-    match ask(&Request::Show { id: id.into() })? {
-        Response::Agent { agent } => Ok(agent),
-        other => Err(CliError::from_response(other)),
-    }
-}
-
-/// `volee attach` for an agent in a zellij pane: from inside its session, focus the pane; from
-/// outside zellij, attach to the session (its tab carries the agent's name and id).
-fn attach_zellij(agent: &AgentView, session: &str, pane: &str) -> CliResult {
-    if agent.state.is_final() {
-        return Err(CliError::user(format!(
-            "agent {} ({}) has ended: it is {}",
-            agent.id, agent.name, agent.state
-        ))
-        .hint(format!("see what happened: volee explain {}", agent.id)));
-    }
-    let bin = volee_zellij::find_binary().map_err(|e| {
-        let mut err = CliError::env(e.to_string());
-        if let Some(h) = e.hint() {
-            err = err.hint(h);
-        }
-        err
-    })?;
-    let inside = std::env::var("ZELLIJ_SESSION_NAME").ok();
-    match inside.as_deref() {
-        Some(s) if s == session => {
-            let zellij = |args: &[&str]| -> CliResult<String> {
-                let out = std::process::Command::new(&bin)
-                    .args(["--session", session, "action"])
-                    .args(args)
-                    .stdin(std::process::Stdio::null())
-                    .output()
-                    .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
-                if !out.status.success() {
-                    return Err(CliError::internal(format!(
-                        "zellij action {} failed: {}",
-                        args.join(" "),
-                        String::from_utf8_lossy(&out.stderr).trim()
-                    )));
-                }
-                Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-            };
-            // focus-pane-id does not leave the current tab: go to the pane's tab first.
-            let number = volee_protocol::zellij::parse_terminal_id(pane);
-            let tab_id = volee_zellij::parse_panes(&zellij(&["list-panes", "--json", "--all"])?)
-                .ok()
-                .and_then(|panes| {
-                    panes
-                        .into_iter()
-                        .find(|p| !p.is_plugin && Some(p.id) == number)
-                })
-                .and_then(|p| p.tab_id);
-            if let Some(tab) = tab_id {
-                zellij(&["go-to-tab-by-id", &tab.to_string()])?;
-            }
-            zellij(&["focus-pane-id", pane])?;
-            Ok(())
-        }
-        Some(other) => Err(CliError::user(format!(
-            "agent {} runs in zellij session {session:?}, this is {other:?}",
-            agent.id
-        ))
-        .hint(format!(
-            "switch to it: zellij action switch-session {session} --pane-id {pane}"
-        ))),
-        None => {
-            if !stdin_is_tty() {
-                return Err(CliError::user("volee attach needs a terminal")
-                    .hint(format!("or attach yourself: zellij attach {session}")));
-            }
-            use std::os::unix::process::CommandExt;
-            let err = std::process::Command::new(&bin)
-                .args(["attach", session])
-                .exec();
-            Err(CliError::from_error(Exit::Environment, &err))
-        }
-    }
-}
-
-pub fn attach(id: &str) -> CliResult {
-    let agent = agent(id)?;
-    if let Host::Zellij { session, pane, .. } = &agent.host {
-        return attach_zellij(&agent, session, pane);
-    }
-    let Host::Tmux {
-        socket,
-        session,
-        pane,
-        ..
-    } = &agent.host
-    else {
-        return Err(CliError::user(format!(
-            "agent {} is not in a tmux pane",
-            agent.id
-        )));
-    };
-    volee_tmux::server::version()?;
-    let server = TmuxServer::new(socket);
-    let pane_exists = server
-        .run(&["display-message", "-p", "-t", pane, "#{pane_id}"])
-        .map(|p| p.trim() == pane)
-        .unwrap_or(false);
-    if !pane_exists {
-        return Err(CliError::user(format!(
-            "agent {} ({}) has no pane any more: it is {}",
-            agent.id, agent.name, agent.state
-        ))
-        .hint(format!("see what happened: volee explain {}", agent.id)));
-    }
-    if std::env::var_os("TMUX").is_some() {
-        if !inside_server(Path::new(socket)) {
-            return Err(CliError::user(format!(
-                "agent {} runs on another tmux server ({socket})",
-                agent.id
-            ))
-            .hint("detach from this tmux first, then run volee attach again"));
-        }
-        // Our terminal is the pane's pty, not the client's: keep `$TMUX` so tmux itself picks
-        // the client attached to the caller's session, as it does for a command typed in a pane.
-        let status = std::process::Command::new("tmux")
-            .arg("-S")
-            .arg(socket)
-            .args(["switch-client", "-t", pane.as_str()])
-            .stdin(std::process::Stdio::null())
-            .status()
-            .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
-        if !status.success() {
-            return Err(CliError::internal(format!(
-                "tmux switch-client -t {pane} failed"
-            )));
-        }
-        return Ok(());
-    }
-    if !stdin_is_tty() {
-        return Err(
-            CliError::user("volee attach needs a terminal").hint(format!(
-                "or attach yourself: tmux -S {socket} attach -t {pane}"
-            )),
-        );
-    }
-    let _ = session;
-    let err = server
-        .command()
-        .args(["attach-session", "-t", pane.as_str()])
-        .exec();
-    Err(CliError::from_error(Exit::Environment, &err))
 }
 
 /// Run a tmux command on behalf of a key binding; errors go to the user's status line.
@@ -558,10 +401,7 @@ pub fn pick(socket: Option<PathBuf>, client_name: Option<String>) -> CliResult {
 pub fn next(socket: Option<PathBuf>, client_name: Option<String>) -> CliResult {
     let socket = caller_socket(socket);
     let server = TmuxServer::new(&socket);
-    let agents = match ask(&Request::List { all: false })? {
-        Response::Agents { agents } => agents,
-        other => return Err(CliError::from_response(other)),
-    };
+    let agents = agents_of(ask(&Request::List { all: false })?)?;
     // Start after the agent the client is looking at, so repeated presses cycle.
     let mut current_pane_args = vec!["display-message".to_string(), "-p".into()];
     if let Some(c) = &client_name {
@@ -629,30 +469,26 @@ pub fn launch_line(socket: &Path, pane: &str, client_name: Option<String>) -> Cl
             }
         })
         .find(|n| !existing.iter().any(|a| &a.name == n) && !n.is_empty());
-    let env: Vec<(String, String)> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .filter(|(k, _)| k != "TMUX" && k != "TMUX_PANE")
-        .collect();
-    let req = volee_protocol::LaunchRequest {
-        harness: "generic".into(),
-        command: vec![shell, "-c".into(), line],
-        cwd: if cwd.is_empty() {
-            std::env::var("HOME").unwrap_or_else(|_| "/".into())
-        } else {
-            cwd
+    // The key binding runs in tmux's environment, not the pane's: not its TMUX.
+    let mut env = crate::caller::env();
+    env.retain(|(k, _)| k != "TMUX" && k != "TMUX_PANE");
+    let req = crate::launch_plan::request(
+        "generic".into(),
+        crate::launch_plan::line(What::Command(vec![shell, "-c".into(), line]))?,
+        Place {
+            cwd: if cwd.is_empty() {
+                std::env::var("HOME").unwrap_or_else(|_| "/".into())
+            } else {
+                cwd
+            },
+            name,
+            tmux_socket: socket.display().to_string(),
+            tmux_session: session.filter(|s| !s.is_empty()),
+            caller_pane: Some(pane.to_string()),
+            zellij_session: None,
         },
-        name,
         env,
-        tmux_socket: socket.display().to_string(),
-        tmux_session: session.filter(|s| !s.is_empty()),
-        caller_pane: Some(pane.to_string()),
-        harness_version: None,
-        profile_fit: volee_protocol::ProfileFit::Generic,
-        session_id: None,
-        hooks_extension: false,
-        typed_prompt: None,
-        zellij_session: None,
-    };
+    );
     match client.request(&Request::Launch(req))? {
         Response::Agent { agent } => {
             tell(
@@ -679,7 +515,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn shell_quoting_survives_quotes() {
-        assert_eq!(sh_quote("/opt/it's/volee"), r"'/opt/it'\''s/volee'");
+    fn key_bindings_quote_the_binary_for_the_shell() {
+        let picker = binding_command(Binding::Picker, "/opt/it's/volee");
+        assert_eq!(picker[..2], ["run-shell", "-b"]);
+        assert!(
+            picker[2].starts_with(r"'/opt/it'\''s/volee' pick --socket"),
+            "{picker:?}"
+        );
     }
 }

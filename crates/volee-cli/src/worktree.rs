@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::error::{CliError, CliResult, Exit};
+use crate::error::{self, CliError, CliResult, Exit};
 
 /// The prefix of the branches volee creates.
 pub const BRANCH_PREFIX: &str = "volee/";
@@ -43,8 +43,7 @@ pub fn check_name(name: &str) -> CliResult {
     if ok {
         Ok(())
     } else {
-        Err(CliError::user(format!("bad worktree name {name:?}"))
-            .hint("letters, digits, '.', '_' and '-', not starting with '.' or '-', at most 64"))
+        Err(error::bad_worktree_name(name))
     }
 }
 
@@ -60,13 +59,8 @@ pub struct Made {
 /// `git worktree add -b volee/NAME R.worktrees/NAME HEAD` for the repository `cwd` is in.
 pub fn create(cwd: &Path, name: &str) -> CliResult<Made> {
     check_name(name)?;
-    let top = git(cwd, &["rev-parse", "--show-toplevel"]).map_err(|e| {
-        CliError::user(format!(
-            "{} is not in a git repository: --worktree needs one",
-            cwd.display()
-        ))
-        .hint(e)
-    })?;
+    let top =
+        git(cwd, &["rev-parse", "--show-toplevel"]).map_err(|e| error::not_a_repository(cwd, e))?;
     let top = PathBuf::from(top);
     // From inside a linked worktree, the new one goes beside the main repository all the same.
     let common = git(
@@ -91,11 +85,7 @@ pub fn create(cwd: &Path, name: &str) -> CliResult<Made> {
     let path = parent.join(format!("{repo_name}.worktrees")).join(name);
     let branch = format!("{BRANCH_PREFIX}{name}");
     if path.exists() {
-        return Err(CliError::user(format!(
-            "worktree {name:?} is taken: {} exists",
-            path.display()
-        ))
-        .hint("pick another name"));
+        return Err(error::worktree_path_taken(name, &path));
     }
     if git(
         &main,
@@ -108,12 +98,7 @@ pub fn create(cwd: &Path, name: &str) -> CliResult<Made> {
     )
     .is_ok()
     {
-        return Err(CliError::user(format!(
-            "worktree {name:?} is taken: branch {branch} exists"
-        ))
-        .hint(format!(
-            "pick another name, or delete the branch: git branch -d {branch}"
-        )));
+        return Err(error::worktree_branch_taken(name, &branch));
     }
     git(
         &top,
@@ -188,15 +173,7 @@ pub fn would_lose(path: &Path, branch: Option<&str>) -> CliResult<Vec<String>> {
 pub fn remove(path: &Path, branch: Option<&str>, delete_branch: bool) -> CliResult<String> {
     let lost = would_lose(path, branch)?;
     if !lost.is_empty() {
-        let mut e = CliError::user(format!(
-            "worktree {} kept: removing it would lose {}",
-            path.display(),
-            if lost.len() == 1 { "this" } else { "these" }
-        ));
-        for l in lost.iter().take(50) {
-            e.causes.push(l.clone());
-        }
-        return Err(e.hint("commit and merge (or push) them first, or remove it yourself: git worktree remove --force"));
+        return Err(error::worktree_would_lose(path, &lost));
     }
     let common = git(
         path,

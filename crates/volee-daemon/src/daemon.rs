@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -298,16 +298,10 @@ fn internal_error(message: &str) -> Response {
 
 fn tmux_error_response(e: &TmuxError) -> Response {
     match e {
-        TmuxError::Missing => env_error(
-            "tmux is not installed",
-            vec![
-                "install it: sudo apt-get install tmux (Debian/Ubuntu), brew install tmux (macOS)"
-                    .into(),
-            ],
-        ),
+        TmuxError::Missing => env_error("tmux is not installed", e.hint().into_iter().collect()),
         TmuxError::NoServer { socket } => env_error(
             &format!("no tmux server is running on {}", socket.display()),
-            vec!["start one with `volee up`, or run volee inside tmux".into()],
+            e.hint().into_iter().collect(),
         ),
         other => internal_error(&other.to_string()),
     }
@@ -366,24 +360,15 @@ fn zellij_binary(env: &[(String, String)]) -> Result<PathBuf, volee_zellij::Zell
     if let Some(bin) = var("VOLEE_ZELLIJ").filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(bin));
     }
-    if let Some(path) = var("PATH") {
-        if let Some(found) = std::env::split_paths(&path)
-            .map(|d| d.join("zellij"))
-            .find(|p| p.is_file())
-        {
-            return Ok(found);
-        }
+    if let Some(found) = var("PATH").and_then(|p| volee_os::program::find_in("zellij", p.as_ref()))
+    {
+        return Ok(found);
     }
     volee_zellij::find_binary()
 }
 
 /// Milliseconds since the epoch.
-pub fn now_ms() -> Millis {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_millis() as Millis)
-        .unwrap_or(0)
-}
+pub use volee_os::clock::now_ms;
 
 /// Pane fields read on resync, separated by `\x1f` (titles may hold quotes).
 const PANE_FIELDS: &[&str] = &[
@@ -1039,7 +1024,7 @@ impl Daemon {
                     };
                 }
             }
-            let Some(id) = self.registry.new_id(&random_bytes(64), 4) else {
+            let Some(id) = self.registry.new_id(&volee_os::random::unique_bytes(64), 4) else {
                 continue;
             };
             let name = self
@@ -2473,27 +2458,13 @@ impl Daemon {
             .map(|(p, h)| (p.clone(), h.clone()))
             .collect();
         for (path, harness) in unneeded {
-            // Only ever remove a file volee wrote (it calls `volee hook HARNESS`); a directory
-            // (volee's Gemini extension) only when its hooks file is volee's.
-            let marker = format!(" hook {harness} ");
-            let is_dir = path.is_dir();
-            let hooks = if is_dir {
-                path.join("hooks/hooks.json")
-            } else {
-                path.clone()
-            };
-            if std::fs::read_to_string(&hooks).is_ok_and(|t| t.contains(&marker)) {
-                let removed = if is_dir {
-                    std::fs::remove_dir_all(&path)
-                } else {
-                    std::fs::remove_file(&path)
-                };
-                match removed {
-                    Ok(()) => {
-                        tracing::info!("removed {} (no {harness} agent needs it)", path.display())
-                    }
-                    Err(e) => tracing::warn!("could not remove {}: {e}", path.display()),
+            // Only ever a file volee wrote (it calls `volee hook HARNESS`).
+            match crate::instrument::remove_kept_file(&path, &harness) {
+                Ok(true) => {
+                    tracing::info!("removed {} (no {harness} agent needs it)", path.display())
                 }
+                Ok(false) => {}
+                Err(e) => tracing::warn!("could not remove {}: {e}", path.display()),
             }
             self.hook_files.remove(&path);
             self.registry.mark_unsaved();
@@ -2724,7 +2695,7 @@ impl Daemon {
             },
             None => self.registry.default_name(&req.command),
         };
-        let Some(id) = self.registry.new_id(&random_bytes(64), 4) else {
+        let Some(id) = self.registry.new_id(&volee_os::random::unique_bytes(64), 4) else {
             return internal_error("could not draw a free agent id");
         };
         if let Some(session) = req.zellij_session.clone() {
@@ -2957,72 +2928,11 @@ impl Daemon {
         volee_bin: &Path,
         env_file: &Path,
     ) -> Result<(), Box<Response>> {
-        if let Some(volee_harness::Instrumentation::OwnHooksFile(dir)) =
-            volee_harness::profile(&req.harness).map(|p| p.instrumentation)
-        {
-            // The launch's own environment (Copilot's COPILOT_HOME moves its hooks directory);
-            // HOME falls back to the daemon's.
-            let var = |key: &str| {
-                req.env
-                    .iter()
-                    .find(|(k, _)| k == key)
-                    .map(|(_, v)| v.clone())
-                    .or_else(|| {
-                        (key == "HOME")
-                            .then(|| std::env::var("HOME").ok())
-                            .flatten()
-                    })
-            };
-            let path = volee_harness::instrument::own_hooks_path(&req.harness, dir, var)
-                .map_err(|e| Box::new(env_error(&e, vec![])))?;
-            let settings = volee_harness::instrument::hooks_settings(
-                &req.harness,
-                &volee_bin.display().to_string(),
-            );
-            let written = path
-                .parent()
-                .map_or(Ok(()), std::fs::create_dir_all)
-                .map_err(|e| e.to_string())
-                .and_then(|()| persist::save_json(&path, &settings).map_err(|e| e.to_string()));
-            if let Err(e) = written {
-                return Err(Box::new(env_error(
-                    &format!("could not write {}: {e}", path.display()),
-                    vec![],
-                )));
-            }
+        // The instrumentation plan's files under HOME; the CLI carried out the rest.
+        let kept = crate::instrument::write_kept_files(req, volee_bin)
+            .map_err(|e| Box::new(env_error(&e.to_string(), vec![])))?;
+        for path in kept {
             self.hook_files.insert(path, req.harness.clone());
-        }
-        if req.hooks_extension && req.harness == "gemini" {
-            let Some(home) = req
-                .env
-                .iter()
-                .find(|(k, _)| k == "HOME")
-                .map(|(_, v)| PathBuf::from(v))
-                .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
-            else {
-                return Err(Box::new(env_error(
-                    "HOME is not set: cannot place volee's Gemini extension",
-                    vec![],
-                )));
-            };
-            let dir = home.join(volee_harness::instrument::GEMINI_EXTENSION_DIR);
-            let written =
-                volee_harness::instrument::gemini_extension(&volee_bin.display().to_string())
-                    .into_iter()
-                    .try_for_each(|(name, value)| {
-                        let path = dir.join(name);
-                        if let Some(parent) = path.parent() {
-                            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-                        }
-                        persist::save_json(&path, &value).map_err(|e| e.to_string())
-                    });
-            if let Err(e) = written {
-                return Err(Box::new(env_error(
-                    &format!("could not write {}: {e}", dir.display()),
-                    vec![],
-                )));
-            }
-            self.hook_files.insert(dir, req.harness.clone());
         }
         let mut env = req.env.clone();
         env.retain(|(k, _)| k != "VOLEE_AGENT_ID" && k != "VOLEE_AGENT_TOKEN");
@@ -3039,12 +2949,6 @@ impl Daemon {
         };
         env.push(("VOLEE_AGENT_TOKEN".into(), token.0.clone()));
         self.registry.edit(id, |a| a.hook_token = Some(token));
-        if let Some(p) = volee_harness::profile(&req.harness) {
-            for (k, v) in p.launch_env {
-                env.retain(|(key, _)| key != k);
-                env.push(((*k).into(), (*v).into()));
-            }
-        }
         // The end-to-end test of a daemon killed mid-launch stops here (debug builds only).
         if cfg!(debug_assertions)
             && std::env::var_os("VOLEE_FAULT").is_some_and(|v| v == "die-before-handover")
@@ -3652,13 +3556,7 @@ async fn ask_executable(ask: &VersionAsk, limit: Duration) -> Option<String> {
     }
     let out = tokio::time::timeout(limit, cmd.output()).await.ok()?.ok()?;
     drop(file);
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find(|l| !l.trim().is_empty())?
-        .trim()
-        .to_string();
-    volee_harness::profile::parse_version(&line).map(|_| line)
+    volee_harness::profile::version_line(&String::from_utf8_lossy(&out.stdout))
 }
 
 /// The session id a harness process publishes: its harness's session file (Claude and Qwen
@@ -3777,30 +3675,11 @@ fn signal_group(pid: u32, signal: Signal) {
     }
 }
 
-fn random_bytes(n: usize) -> Vec<u8> {
-    use std::io::Read;
-    let mut buf = vec![0u8; n];
-    let filled = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf));
-    if filled.is_err() {
-        // Fall back on the clock and pid: ids only need to be unique, not secret.
-        let seed = now_ms() ^ u64::from(std::process::id()) << 32;
-        for (i, b) in buf.iter_mut().enumerate() {
-            *b = (seed.rotate_left(i as u32 * 7) ^ (i as u64 * 0x9e37_79b9)) as u8;
-        }
-    }
-    buf
-}
-
 /// Hand the caller's cwd and environment to `volee pane-exec`: NUL-separated, 0600, renamed into
 /// place so the pane never reads half a file; the pane deletes it at once.
 /// A fresh hook token: 256 bits from the kernel, as hex.
 fn new_hook_token() -> std::io::Result<volee_protocol::HookToken> {
-    use std::io::Read;
-    let mut b = [0u8; 32];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
-    Ok(volee_protocol::HookToken(
-        b.iter().map(|x| format!("{x:02x}")).collect(),
-    ))
+    volee_os::random::hex(32).map(volee_protocol::HookToken)
 }
 
 /// The last `cap` ids seen, oldest forgotten first.

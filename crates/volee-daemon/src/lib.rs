@@ -11,6 +11,7 @@ pub mod config;
 pub mod daemon;
 pub mod discovery;
 pub mod handover;
+pub mod instrument;
 pub mod logging;
 pub mod notify;
 pub mod paths;

@@ -1,14 +1,19 @@
 //! The hook registrations volee gives a harness, in that harness's settings format (pure JSON
-//! builders; the CLI and the daemon write them to files).
+//! builders), and [`plan`]: everything one launch sets up, which the CLI and the daemon each
+//! carry out their part of.
 
 use std::path::PathBuf;
 
 use serde_json::{json, Map, Value};
+// Harnesses run hook commands through the shell.
+use volee_view::sh_quote;
 
-/// Quote for `sh` (harnesses run hook commands through the shell).
-pub fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
+mod plan;
+
+pub use plan::{
+    plan, Arg, Contents, EnvValue, Fallback, KeptContents, KeptFile, NotSettings, Options, Plan,
+    PlanError, RuntimeFile, SystemDefaults,
+};
 
 /// The registration of one event: a command `volee hook HARNESS EVENT`.
 pub fn hook_entry(harness: &str, event: &str, volee_bin: &str) -> Value {
@@ -25,6 +30,12 @@ pub fn hook_entry(harness: &str, event: &str, volee_bin: &str) -> Value {
         "copilot" => json!({"type": "command", "bash": command, "timeoutSec": 10}),
         _ => json!({"hooks": [{"type": "command", "command": command, "timeout": 10}]}),
     }
+}
+
+/// Text every hook command of volee's for `harness` holds (see [`hook_entry`]): a file without
+/// it is not volee's, and volee never removes it.
+pub fn hook_marker(harness: &str) -> String {
+    format!(" hook {harness} ")
 }
 
 /// `{"hooks": {EVENT: [entry], …}}` for every event volee reads from `harness`.
@@ -45,32 +56,13 @@ pub fn hooks_settings(harness: &str, volee_bin: &str) -> Value {
     }
 }
 
-/// Append volee's entries to an existing settings object (system defaults that must survive).
-/// Returns false when `settings` or its `hooks` is not an object.
-pub fn append_hooks(settings: &mut Value, harness: &str, volee_bin: &str) -> bool {
-    let Some(root) = settings.as_object_mut() else {
-        return false;
-    };
-    let Some(hooks) = root
-        .entry("hooks")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-    else {
-        return false;
-    };
-    for event in crate::hooks::hook_events(harness) {
-        let list = hooks.entry(event.to_string()).or_insert_with(|| json!([]));
-        if let Some(list) = list.as_array_mut() {
-            list.push(hook_entry(harness, event, volee_bin));
-        }
-    }
-    true
-}
-
 /// volee's own Gemini extension, under HOME: its only content is volee's hooks
 /// (`hooks/hooks.json`) and the manifest Gemini needs to load it. Used when Gemini would ignore
 /// volee's system-defaults file (it reads one only when root owns it and every directory above).
 pub const GEMINI_EXTENSION_DIR: &str = ".gemini/extensions/volee-hooks";
+
+/// The hooks file of an extension directory of volee's (relative to it).
+pub const EXTENSION_HOOKS_FILE: &str = "hooks/hooks.json";
 
 /// The files of volee's Gemini extension: (path relative to [`GEMINI_EXTENSION_DIR`], JSON).
 pub fn gemini_extension(volee_bin: &str) -> Vec<(&'static str, Value)> {
@@ -83,7 +75,7 @@ pub fn gemini_extension(volee_bin: &str) -> Vec<(&'static str, Value)> {
                 "description": "volee's hooks: report this session's state to volee (written by volee while it supervises a Gemini agent, removed after)"
             }),
         ),
-        ("hooks/hooks.json", hooks_settings("gemini", volee_bin)),
+        (EXTENSION_HOOKS_FILE, hooks_settings("gemini", volee_bin)),
     ]
 }
 
@@ -318,16 +310,6 @@ mod tests {
             Ok(PathBuf::from("/h/.grok/hooks/volee-hooks.json"))
         );
         assert!(own_hooks_path("grok", ".grok/hooks", env(&[])).is_err());
-    }
-
-    #[test]
-    fn appending_keeps_what_was_there() {
-        let mut s = json!({"general": {"x": 1}, "hooks": {"AfterAgent": [{"hooks": []}]}});
-        assert!(append_hooks(&mut s, "gemini", "/v"));
-        assert_eq!(s["general"]["x"], 1);
-        assert_eq!(s["hooks"]["AfterAgent"].as_array().unwrap().len(), 2);
-        assert!(!append_hooks(&mut json!([1]), "gemini", "/v"));
-        assert!(!append_hooks(&mut json!({"hooks": 3}), "gemini", "/v"));
     }
 }
 

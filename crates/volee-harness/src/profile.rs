@@ -39,6 +39,13 @@ pub fn parse_version(text: &str) -> Option<Vec<u64>> {
         })
 }
 
+/// The version line of a program's `--version` output: its first non-empty line, trimmed, when
+/// that holds a version number (a program that prints something else is not the one profiled).
+pub fn version_line(output: &str) -> Option<String> {
+    let line = output.lines().find(|l| !l.trim().is_empty())?.trim();
+    parse_version(line).map(|_| line.to_string())
+}
+
 /// How a first prompt is passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "style", content = "flag")]
@@ -773,6 +780,13 @@ mod tests {
             Some(vec![1, 0, 41])
         );
         assert_eq!(parse_version("no version here"), None);
+        assert_eq!(
+            version_line("\n  2.1.332 (Claude Code)  \nmore\n").as_deref(),
+            Some("2.1.332 (Claude Code)")
+        );
+        // The first line decides: a banner without a number is no version.
+        assert_eq!(version_line("Welcome!\n1.2.3\n"), None);
+        assert_eq!(version_line(""), None);
     }
 
     #[test]

@@ -52,10 +52,7 @@ static SYNTH_IDS: AtomicU64 = AtomicU64::new(0);
 
 fn synthesize_id() -> String {
     let n = SYNTH_IDS.fetch_add(1, Ordering::Relaxed);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
+    let t = volee_os::clock::now_ms();
     format!("call_v{:x}{n:x}", t & 0xffff_ffff)
 }
 

@@ -1,34 +1,14 @@
 //! Session ids: 12 characters of lowercase base32 (`a-z`, `2-7`), random. Anything a user gives
 //! is checked before it becomes part of a path.
 
-use std::io::Read;
-
 use crate::error::{Result, StoreError};
 
 const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
 pub(crate) const ID_LEN: usize = 12;
 
-/// A fresh random id.
+/// A fresh random id (unique, not secret: creation retries on a clash).
 pub(crate) fn new_id() -> String {
-    let mut bytes = [0u8; ID_LEN];
-    let random = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .is_ok();
-    if !random {
-        // No /dev/urandom (a chroot): time and pid mixed well enough; creation retries on a clash.
-        let mut x = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0)
-            ^ (u64::from(std::process::id()) << 32);
-        for b in &mut bytes {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            *b = x as u8;
-        }
-    }
-    bytes
+    volee_os::random::unique_bytes(ID_LEN)
         .iter()
         .map(|b| ALPHABET[usize::from(b % 32)] as char)
         .collect()

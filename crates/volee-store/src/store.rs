@@ -27,12 +27,7 @@ pub(crate) const TRANSCRIPT_FILE: &str = "transcript.jsonl";
 pub(crate) const COMPACTIONS_FILE: &str = "compactions.jsonl";
 
 /// Milliseconds since the epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use volee_os::clock::now_ms;
 
 /// A session store rooted at a directory (`$XDG_DATA_HOME/volee/sessions`, or `--memory-dir`).
 #[derive(Debug, Clone)]

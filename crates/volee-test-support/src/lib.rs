@@ -28,9 +28,7 @@ use std::time::{Duration, Instant};
 
 /// Is `program` on PATH?
 pub fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
-        .unwrap_or(false)
+    volee_os::program::find(program).is_some()
 }
 
 /// True when the tool is present. Missing: panics under `CI`, otherwise prints why the test is

@@ -878,10 +878,7 @@ fn openai(shared: &Shared, seq: usize, req: &Request, body: &Value) -> Answer {
     let prompt_tokens = (req.body.len() / 4).max(1);
     let usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": 8, "total_tokens": prompt_tokens + 8});
     let cid = format!("chatcmpl-volee-{seq}");
-    let created = SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let created = volee_os::clock::now_ms() / 1000;
     let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
     if !stream {
         let message = match &turn {

@@ -146,10 +146,8 @@ pub fn start_zellij_with(
 }
 
 pub fn which(bin: &Path) -> std::io::Result<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(bin))
-        .find(|p| p.is_file())
+    bin.to_str()
+        .and_then(volee_os::program::find)
         .ok_or_else(|| std::io::Error::other("not on PATH"))
 }
 

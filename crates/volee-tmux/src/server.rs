@@ -18,6 +18,22 @@ pub enum TmuxError {
     NoServer { socket: PathBuf },
 }
 
+impl TmuxError {
+    /// What to do about it: the one spelling every volee process gives.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            TmuxError::Missing => Some(INSTALL_HINT.into()),
+            TmuxError::NoServer { .. } => {
+                Some("start one with `volee up`, or run volee inside tmux".into())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// How to get tmux.
+pub const INSTALL_HINT: &str = "install it: sudo apt-get install tmux (Debian/Ubuntu), sudo dnf install tmux (Fedora), brew install tmux (macOS)";
+
 /// A tmux server, addressed by its socket path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TmuxServer {
@@ -175,9 +191,7 @@ mod tests {
     /// The rule checked against the real tmux: values ending in `;` (and a lone `;`) survive argv.
     #[test]
     fn argv_values_arrive_verbatim_in_real_tmux() {
-        if !std::env::var_os("PATH")
-            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("tmux").is_file()))
-        {
+        if volee_os::program::find("tmux").is_none() {
             assert!(std::env::var_os("CI").is_none(), "tmux is required in CI");
             eprintln!("SKIPPED: tmux not installed");
             return;

@@ -15,7 +15,9 @@ pub mod zellij;
 pub use picker::{menu_items, next_needing_you, MenuItem};
 pub use status::{status_json, status_plain, status_tmux, Counts, QUIET_TMUX};
 pub use table::{agent_detail, agents_table, explanation_text, host_text};
-pub use text::{ago, is_invisible, literal_text, plain_text, tmux_message_text, tmux_text};
+pub use text::{
+    ago, is_invisible, literal_text, plain_text, sh_quote, tmux_message_text, tmux_text,
+};
 
 use volee_protocol::{AgentState, AgentView};
 

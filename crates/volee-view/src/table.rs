@@ -199,7 +199,7 @@ fn shell_word(word: &str) -> String {
     if !word.is_empty() && word.chars().all(plain) {
         word.to_owned()
     } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
+        crate::text::sh_quote(word)
     }
 }
 

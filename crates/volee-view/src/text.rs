@@ -24,6 +24,12 @@ pub fn tmux_escape(text: &str) -> String {
     text.replace('#', "##")
 }
 
+/// `word` as one word of a POSIX shell command line, always single-quoted (a `'` inside becomes
+/// `'\''`): the binary path in a hook command or a `run-shell` binding, which the shell splits.
+pub fn sh_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
 /// `raw` made safe for a terminal: C0 and C1 controls (ESC and BEL included), DEL and bidi
 /// overrides dropped, each run of tabs and line breaks turned into one space, trimmed, and cut to
 /// `max_chars` characters with a trailing `…` when longer.
@@ -194,6 +200,28 @@ pub fn pad_to(text: &str, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shell_quoted_word_reaches_the_program_as_it_was() {
+        assert_eq!(sh_quote("/opt/it's/volee"), r"'/opt/it'\''s/volee'");
+        // The shell itself splits the line: each word arrives whole, nothing is expanded.
+        for word in [
+            "/opt/it's/volee",
+            "a b",
+            "$(touch /x)",
+            "`x`",
+            "\"q\"",
+            "",
+            "'",
+        ] {
+            let out = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", sh_quote(word)))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8_lossy(&out.stdout), word);
+        }
+    }
 
     #[test]
     fn hostile_tmux_format_is_doubled() {

@@ -52,11 +52,7 @@ pub fn find_binary() -> Result<PathBuf, ZellijError> {
     if let Some(path) = std::env::var_os("VOLEE_ZELLIJ").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(path));
     }
-    let path = std::env::var_os("PATH").ok_or(ZellijError::NotInstalled)?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("zellij"))
-        .find(|p| p.is_file())
-        .ok_or(ZellijError::NotInstalled)
+    volee_os::program::find("zellij").ok_or(ZellijError::NotInstalled)
 }
 
 /// One pane as `zellij action list-panes --json --all` lists it (fields volee uses).
@@ -420,6 +416,38 @@ impl ZellijCli {
         self.run(&["action", "close-pane", "--pane-id", &pane])
             .await
             .map(drop)
+    }
+
+    /// Bring a pane to the front of the session: its tab first (`focus-pane-id` does not leave
+    /// the current tab), then the pane.
+    pub async fn focus_pane(&self, pane: u32) -> Result<(), ZellijError> {
+        let tab = match self.list_panes().await {
+            Ok(panes) => panes
+                .into_iter()
+                .find(|p| !p.is_plugin && p.id == pane)
+                .and_then(|p| p.tab_id),
+            // An answer that would not parse: the pane may well be in the current tab.
+            Err(ZellijError::Unexpected { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        if let Some(tab) = tab {
+            self.run(&["action", "go-to-tab-by-id", &tab.to_string()])
+                .await?;
+        }
+        let pane = format!("terminal_{pane}");
+        self.run(&["action", "focus-pane-id", &pane])
+            .await
+            .map(drop)
+    }
+
+    /// `zellij attach SESSION`, for the caller to run in its own terminal (by `exec`).
+    pub fn attach_command(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(&self.bin);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd.arg("attach").arg(&self.session);
+        cmd
     }
 
     /// One message to the volee plugin(s) of the session; their answers, one per line.

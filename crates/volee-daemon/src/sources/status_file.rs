@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use volee_core::{HookSignal, Millis, Observation, Registry};
+use volee_core::{HookSignal, Observation, Registry};
 
 use super::{Sink, SourceMsg};
 
@@ -115,10 +115,7 @@ impl StatusFiles {
             let Some(obs) = volee_harness::listing::parse_status(&harness, &text) else {
                 continue;
             };
-            let at = mtime
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.as_millis() as Millis)
-                .unwrap_or(0);
+            let at = volee_os::clock::ms_since_epoch(mtime);
             if let (true, Some(session)) = (unnamed, obs.session_id) {
                 registry.edit(&id, |a| a.session_id = Some(session));
             }

@@ -1,0 +1,93 @@
+//! `volee attach ID`: bring this terminal to the agent's pane. In tmux: from inside its server,
+//! switch this client; from a plain shell, attach. In zellij (through `volee_zellij`): from
+//! inside its session, focus the pane; from outside zellij, attach to the session (its tab
+//! carries the agent's name and id).
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+
+use volee_protocol::{AgentView, Host};
+use volee_tmux::server::TmuxServer;
+
+use crate::caller::{inside_server, stdin_is_tty};
+use crate::error::{self, CliError, CliResult, Exit};
+
+pub fn attach(id: &str) -> CliResult {
+    let agent = crate::ask::show(id)?;
+    match &agent.host {
+        Host::Zellij { session, pane, .. } => attach_zellij(&agent, session, pane),
+        Host::Tmux { socket, pane, .. } => attach_tmux(&agent, socket, pane),
+        _ => Err(CliError::user(format!(
+            "agent {} is not in a tmux pane",
+            agent.id
+        ))),
+    }
+}
+
+fn attach_tmux(agent: &AgentView, socket: &str, pane: &str) -> CliResult {
+    volee_tmux::server::version()?;
+    let server = TmuxServer::new(socket);
+    let pane_exists = server
+        .run(&["display-message", "-p", "-t", pane, "#{pane_id}"])
+        .map(|p| p.trim() == pane)
+        .unwrap_or(false);
+    if !pane_exists {
+        return Err(error::agent_ended(agent, "has no pane any more"));
+    }
+    if std::env::var_os("TMUX").is_some() {
+        if !inside_server(Path::new(socket)) {
+            return Err(error::on_another_tmux_server(agent, socket));
+        }
+        // Our terminal is the pane's pty, not the client's: keep `$TMUX` so tmux itself picks
+        // the client attached to the caller's session, as it does for a command typed in a pane.
+        let status = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(socket)
+            .args(["switch-client", "-t", pane])
+            .stdin(std::process::Stdio::null())
+            .status()
+            .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
+        if !status.success() {
+            return Err(CliError::internal(format!(
+                "tmux switch-client -t {pane} failed"
+            )));
+        }
+        return Ok(());
+    }
+    if !stdin_is_tty() {
+        return Err(error::needs_terminal(&format!(
+            "tmux -S {socket} attach -t {pane}"
+        )));
+    }
+    let err = server.command().args(["attach-session", "-t", pane]).exec();
+    Err(CliError::from_error(Exit::Environment, &err))
+}
+
+fn attach_zellij(agent: &AgentView, session: &str, pane: &str) -> CliResult {
+    if agent.state.is_final() {
+        return Err(error::agent_ended(agent, "has ended"));
+    }
+    let zellij = volee_zellij::ZellijCli::new(volee_zellij::find_binary()?, session);
+    match std::env::var("ZELLIJ_SESSION_NAME").ok().as_deref() {
+        Some(s) if s == session => {
+            let number = volee_protocol::zellij::parse_terminal_id(pane).ok_or_else(|| {
+                CliError::internal(format!("{pane:?} is not a zellij terminal pane"))
+            })?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| CliError::from_error(Exit::Internal, &e))?;
+            Ok(runtime.block_on(zellij.focus_pane(number))?)
+        }
+        Some(other) => Err(error::in_another_zellij_session(
+            agent, session, other, pane,
+        )),
+        None => {
+            if !stdin_is_tty() {
+                return Err(error::needs_terminal(&format!("zellij attach {session}")));
+            }
+            let err = zellij.attach_command().exec();
+            Err(CliError::from_error(Exit::Environment, &err))
+        }
+    }
+}

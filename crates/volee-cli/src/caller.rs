@@ -1,0 +1,36 @@
+//! Who runs this command: the tmux server it means, whether it runs inside it, its environment
+//! (what an agent it launches gets), whether a terminal is attached.
+
+use std::path::{Path, PathBuf};
+
+/// The tmux server the caller means: `--socket`, else the one it runs in, else tmux's default.
+pub fn tmux_socket(explicit: Option<PathBuf>) -> PathBuf {
+    explicit.unwrap_or_else(|| {
+        volee_tmux::connection::default_socket(
+            std::env::var("TMUX").ok().as_deref(),
+            std::env::var("TMUX_TMPDIR").ok().as_deref(),
+            nix::unistd::getuid().as_raw(),
+        )
+    })
+}
+
+/// True when the caller runs inside a pane of the server at `socket`.
+pub fn inside_server(socket: &Path) -> bool {
+    std::env::var("TMUX")
+        .ok()
+        .and_then(|t| t.split(',').next().map(PathBuf::from))
+        .is_some_and(|s| s == socket)
+}
+
+/// The caller's environment (the variables that are text), as an agent it launches gets it.
+pub fn env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+/// Is stdin a terminal (one to attach a multiplexer client to)?
+pub fn stdin_is_tty() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal()
+}
