@@ -604,7 +604,7 @@ pub fn profiles() -> Vec<Profile> {
             instrumentation: Instrumentation::ServerPort("--port"),
             resume: &["-s", "{id}"],
             // One native (Bun-compiled) process; its children carry OPENCODE_PID and non-TUI
-            // subcommands are no agents (both left out by the daemon, `opencode_argv`).
+            // subcommands are no agents (both left out by discovery: `OPENCODE_SERVER`).
             process_names: &["opencode"],
             process_scripts: &["opencode-ai/"],
             process_helpers: &[],

@@ -148,13 +148,13 @@ impl Drop for Cleanup {
     }
 }
 
-/// The protocol exchange is logged (target `volee::codex_server`, debug) only while this is set.
+/// The protocol exchange is logged (target `volee::listing::codex`, debug) only while this is set.
 static VERBOSE: AtomicBool = AtomicBool::new(false);
 
 fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(
-            "volee::codex_server=debug",
+            "volee::listing::codex=debug",
         ))
         .with_writer(|| -> Box<dyn Write> {
             if VERBOSE.load(Ordering::Relaxed) {

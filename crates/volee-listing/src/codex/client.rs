@@ -162,13 +162,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Rpc<S> {
         let id = self.next_id;
         self.next_id += 1;
         let request = rpc::request(id, method, params);
-        tracing::debug!(target: "volee::codex_server", "→ {request}");
+        tracing::debug!(target: "volee::listing::codex", "→ {request}");
         self.send(&request).await?;
         loop {
             let text = self.next_text().await?;
             let msg: Value = serde_json::from_str(&text)
                 .map_err(|e| CodexServerError::Malformed(format!("{e}: {}", rpc::clip(&text))))?;
-            tracing::debug!(target: "volee::codex_server", "← {}", rpc::clip(&text));
+            tracing::debug!(target: "volee::listing::codex", "← {}", rpc::clip(&text));
             match rpc::classify(&msg, id) {
                 Incoming::Answer(result) => return Ok(result),
                 Incoming::Failed { code, message } => {
