@@ -315,6 +315,8 @@ pub struct Registry {
     agents: BTreeMap<String, AgentRecord>,
     dirty: BTreeSet<String>,
     unsaved: bool,
+    /// Ids and names of launches under way (their panes are being opened): taken already.
+    reserved: BTreeMap<String, String>,
 }
 
 /// A state change found by [`Registry::reevaluate_all`].
@@ -336,6 +338,7 @@ impl Registry {
             agents: file.agents.into_iter().map(|a| (a.id.clone(), a)).collect(),
             dirty: BTreeSet::new(),
             unsaved: false,
+            reserved: BTreeMap::new(),
         }
     }
 
@@ -362,7 +365,19 @@ impl Registry {
         self.agents.get(id)
     }
 
+    /// Hold id `id` and name `name` for a launch under way: no other agent gets them until
+    /// the launch's record is inserted or [`Registry::release`]d.
+    pub fn reserve(&mut self, id: &str, name: &str) {
+        self.reserved.insert(id.to_string(), name.to_string());
+    }
+
+    /// The launch holding `id` ended (recorded or failed).
+    pub fn release(&mut self, id: &str) {
+        self.reserved.remove(id);
+    }
+
     pub fn insert(&mut self, record: AgentRecord) {
+        self.reserved.remove(&record.id);
         self.dirty.insert(record.id.clone());
         self.unsaved = true;
         self.agents.insert(record.id.clone(), record);
@@ -518,7 +533,10 @@ impl Registry {
                     .collect::<String>()
             })
             .find(|id| {
-                !self.agents.contains_key(id) && !self.agents.values().any(|a| &a.name == id)
+                !self.agents.contains_key(id)
+                    && !self.reserved.contains_key(id)
+                    && !self.agents.values().any(|a| &a.name == id)
+                    && !self.reserved.values().any(|name| name == id)
             })
     }
 
@@ -553,6 +571,16 @@ impl Registry {
             return Err(NameError::Taken {
                 name: name.into(),
                 id: a.id.clone(),
+            });
+        }
+        if let Some((id, _)) = self
+            .reserved
+            .iter()
+            .find(|(id, n)| *n == name || *id == name)
+        {
+            return Err(NameError::Taken {
+                name: name.into(),
+                id: id.clone(),
             });
         }
         Ok(())
@@ -694,6 +722,29 @@ mod tests {
             Some("efgh")
         );
         assert_eq!(reg.new_id(&[0, 1, 2, 3], 4), None);
+    }
+
+    #[test]
+    fn a_launch_under_way_holds_its_id_and_name() {
+        let mut reg = Registry::default();
+        reg.reserve("abcd", "sh");
+        assert!(matches!(reg.check_name("sh"), Err(NameError::Taken { .. })));
+        assert!(
+            reg.check_name("abcd").is_err(),
+            "its id is no name for another"
+        );
+        assert_eq!(reg.default_name(&["sh".into()]), "sh-2");
+        assert_eq!(
+            reg.new_id(&[0, 1, 2, 3, 4, 5, 6, 7], 4).as_deref(),
+            Some("efgh")
+        );
+        // Recorded: the record holds them now; a failed launch gives them back.
+        reg.insert(record("abcd", "sh"));
+        reg.remove("abcd");
+        assert!(reg.check_name("sh").is_ok());
+        reg.reserve("wxyz", "w");
+        reg.release("wxyz");
+        assert!(reg.check_name("w").is_ok());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use volee_procscan::{Found, Proc, ProcRoot, ProcessRule};
 
@@ -367,6 +368,112 @@ pub fn pane_of<'a>(
         .or_else(|| tty.and_then(|t| panes.iter().find(|p| p.tty == t)))
 }
 
+/// What is known of a found process for learning its version.
+pub struct VersionAsk {
+    pub root: volee_procscan::ProcRoot,
+    pub pid: u32,
+    /// The daemon's user: the process and its executable must be theirs (or root's, for the file).
+    pub uid: u32,
+    pub start_time: u64,
+    pub argv: Vec<String>,
+    /// The profile's package (`package.json` name or PyPI distribution).
+    pub package: Option<&'static str>,
+    /// The process's HOME, where a native binary keeps its state (Copilot unpacks itself there).
+    pub home: Option<String>,
+}
+
+/// A found process's version, as [`version_source`] says to learn it: read from
+/// its package's files, or asked of its checked native executable (3 s, then once more for up to
+/// 30 s), or not at all.
+pub async fn learn_version(ask: VersionAsk) -> Option<String> {
+    use VersionSource;
+    let (ask, source) = tokio::task::spawn_blocking(move || {
+        let exe = ask.root.exe(ask.pid);
+        let cwd = ask.root.cwd(ask.pid);
+        let source = version_source(exe.as_deref(), &ask.argv, cwd.as_deref(), ask.package);
+        (ask, source)
+    })
+    .await
+    .ok()?;
+    match source {
+        VersionSource::PackageJson(_) | VersionSource::PythonMetadata(_) => {
+            let package = ask.package;
+            tokio::task::spawn_blocking(move || read_manifest_version(&source, package))
+                .await
+                .ok()
+                .flatten()
+        }
+        VersionSource::Executable => {
+            if let Some(v) = ask_executable(&ask, Duration::from_secs(3)).await {
+                return Some(v);
+            }
+            ask_executable(&ask, Duration::from_secs(30)).await
+        }
+        VersionSource::Unknown => {
+            tracing::info!("pid {}: no safe way to learn its version", ask.pid);
+            None
+        }
+    }
+}
+
+/// `EXE --version` of the found process's own executable, opened and checked by
+/// [`open_executable`] and run through that open file (so the file checked is
+/// the file run), bounded to `limit`; the first line when it holds a version number.
+async fn ask_executable(ask: &VersionAsk, limit: Duration) -> Option<String> {
+    use std::os::fd::AsRawFd;
+    let (file, path) = match open_executable(&ask.root, ask.pid, ask.uid, ask.start_time) {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::info!("pid {}: not asking its version: {e}", ask.pid);
+            return None;
+        }
+    };
+    // The child inherits the descriptor across fork and execs it before close-on-exec applies.
+    let mut cmd = tokio::process::Command::new(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    cmd.arg0(&path)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    if let Some(home) = &ask.home {
+        cmd.env("HOME", home);
+    }
+    let out = tokio::time::timeout(limit, cmd.output()).await.ok()?.ok()?;
+    drop(file);
+    volee_harness::profile::version_line(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The session id a harness process publishes: its harness's session file (Claude and Qwen
+/// `sessions/<pid>.json`, Grok `active_sessions.json`, under the process's own HOME), else a
+/// transcript it holds open (Codex's rollout file; Copilot's `inuse.<pid>.hold`), else Copilot's
+/// `inuse.<pid>.lock`. Never the newest transcript on disk: with two
+/// agents in one folder that guess is wrong half the time.
+pub fn published_session_id(
+    root: &volee_procscan::ProcRoot,
+    harness: &str,
+    pid: u32,
+    env: &[(String, String)],
+) -> Option<String> {
+    let home = env
+        .iter()
+        .find(|(k, _)| k == "HOME")
+        .map(|(_, v)| v.as_str());
+    home.and_then(|home| {
+        let path = volee_harness::listing::session_file(harness, Path::new(home), pid)?;
+        let text = std::fs::read_to_string(path).ok()?;
+        volee_harness::listing::parse_session_id(harness, &text, pid)
+    })
+    .or_else(|| {
+        if !volee_harness::listing::holds_transcript_open(harness) {
+            return None;
+        }
+        root.open_files(pid)
+            .iter()
+            .find_map(|p| volee_harness::listing::session_id_from_open_file(harness, p))
+    })
+    .or_else(|| volee_harness::listing::session_id_from_lock_files(harness, env, pid))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -660,6 +767,7 @@ mod tests {
                 tty_nr,
                 tpgid: pid as i32,
                 start_time,
+                exit_code: None,
             },
             argv: vec![],
             owner: None,

@@ -11,14 +11,16 @@ pub mod config;
 pub mod daemon;
 pub mod discovery;
 pub mod handover;
+pub mod host;
 pub mod instrument;
 pub mod logging;
 pub mod notify;
 pub mod paths;
 pub mod persist;
+pub mod screens;
 pub mod sources;
+pub mod typing;
 pub mod worktree;
-pub mod zellij_host;
 
 pub use client::{ensure_daemon, Client, ClientError};
 pub use config::Config;

@@ -23,6 +23,29 @@ pub struct Stat {
     pub tpgid: i32,
     /// Start time in clock ticks after boot (with the pid, identifies a process across pid reuse).
     pub start_time: u64,
+    /// A zombie's wait status (`exit_code`, the last field since Linux 3.5).
+    pub exit_code: Option<i32>,
+}
+
+impl Stat {
+    /// A zombie's wait status as `(exit status, signal)`; None while it runs (or once reaped).
+    pub fn zombie_exit(&self) -> Option<(Option<i32>, Option<i32>)> {
+        if self.state != 'Z' {
+            return None;
+        }
+        let code = self.exit_code?;
+        Some(if code & 0x7f == 0 {
+            (Some((code >> 8) & 0xff), None)
+        } else {
+            (None, Some(code & 0x7f))
+        })
+    }
+
+    /// Alive (not a zombie) and the leader of its own process group, so signalling the group
+    /// cannot hit an unrelated process that reused the pid.
+    pub fn leads_live_group(&self) -> bool {
+        self.state != 'Z' && i64::from(self.pgrp) == i64::from(self.pid)
+    }
 }
 
 /// Parse `stat` with `procfs-core`'s parser, which takes the name between the first `(` and the
@@ -59,6 +82,7 @@ pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
         tty_nr: s.tty_nr as u32,
         tpgid: s.tpgid,
         start_time: s.starttime,
+        exit_code: s.exit_code,
     })
 }
 
@@ -146,6 +170,23 @@ mod tests {
     use super::*;
 
     const STAT: &[u8] = b"4242 (claude) S 4200 4242 4200 34818 4242 4194560 1 0 0 0 5 2 0 0 20 0 12 0 987654 100000 200 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0";
+
+    #[test]
+    fn a_zombie_keeps_its_wait_status_and_leads_no_live_group() {
+        let exited = b"15890 (s h) x) Z 1 15890 15890 0 -1 4227084 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 768";
+        let stat = parse_stat(exited).unwrap();
+        assert_eq!(stat.zombie_exit(), Some((Some(3), None)));
+        assert!(!stat.leads_live_group());
+        let text = String::from_utf8_lossy(exited);
+        let killed = parse_stat(text.replace(" 768", " 9").as_bytes()).unwrap();
+        assert_eq!(killed.zombie_exit(), Some((None, Some(9))));
+        let running = parse_stat(text.replace(") Z ", ") S ").as_bytes()).unwrap();
+        assert_eq!(running.zombie_exit(), None);
+        assert!(running.leads_live_group(), "pgrp 15890 is its own pid");
+        let child = parse_stat(STAT).unwrap();
+        assert!(child.leads_live_group(), "pgrp 4242 of pid 4242");
+        assert_eq!(child.zombie_exit(), None);
+    }
 
     #[test]
     fn stat_fields() {

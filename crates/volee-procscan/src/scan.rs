@@ -112,6 +112,14 @@ impl ProcRoot {
             .and_then(|b| parse_status_owner(&b))
     }
 
+    /// One process's `stat`, read afresh.
+    pub fn stat(&self, pid: u32) -> Option<Stat> {
+        std::fs::read(self.file(pid, "stat"))
+            .ok()
+            .and_then(|b| parse_stat(&b))
+            .filter(|s| s.pid == pid)
+    }
+
     /// One process read afresh: `stat`, `cmdline` and owner (to recheck a stored pid before
     /// acting on it, since pids are reused).
     pub fn read(&self, pid: u32) -> Option<Proc> {

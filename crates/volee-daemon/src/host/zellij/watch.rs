@@ -39,11 +39,11 @@ pub enum ZellijMsg {
 pub struct ZellijWatch {
     pub cli: ZellijCli,
     /// A plugin said hello on the stream (and the stream is still open).
-    pub plugin_alive: Arc<AtomicBool>,
+    plugin_alive: Arc<AtomicBool>,
     /// Terminal panes whose screens the headless fallback subscribes to.
     watched: Arc<Mutex<BTreeSet<u32>>>,
     /// The last `Agents` command sent to the plugins (to send only changes).
-    pub last_agents: String,
+    last_agents: String,
     /// The newest `Agents` command for the plugins; one task sends it, skipping any that a newer
     /// one replaced while a send was under way.
     agents_tx: tokio::sync::watch::Sender<Option<PluginCommand>>,
@@ -82,9 +82,32 @@ impl ZellijWatch {
         }
     }
 
-    /// Have the plugins show these agents and watch these panes (the newest command wins).
-    pub fn send_agents(&self, command: PluginCommand) {
+    /// Have the plugins show these agents and watch these panes, when that changed (the newest
+    /// command wins).
+    pub fn send_agents(&mut self, agents: &[volee_protocol::AgentView], watch: Vec<u32>) {
+        let command = PluginCommand::Agents {
+            version: PIPE_VERSION,
+            agents: agents.to_vec(),
+            watch,
+        };
+        let Ok(json) = serde_json::to_string(&command) else {
+            return;
+        };
+        if json == self.last_agents {
+            return;
+        }
+        self.last_agents = json;
         self.agents_tx.send_replace(Some(command));
+    }
+
+    /// A plugin said hello on the stream (and the stream is still open).
+    pub fn plugin_alive(&self) -> bool {
+        self.plugin_alive.load(Ordering::SeqCst)
+    }
+
+    /// A plugin (re)connected: it must be told the agents again.
+    pub fn plugin_hello(&mut self) {
+        self.last_agents.clear();
     }
 
     /// The agents' panes in this session.

@@ -1,0 +1,325 @@
+//! What the user is told: a notification when an agent needs them, failed or ended a long turn
+//! (a tmux message on the clients not showing its pane, the status line's flash, bell and OSC 9
+//! on their terminals, the desktop, the user's command — rate-limited, `volee quiet`), and the
+//! status line itself. Which clients view a server is asked on a task.
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use volee_core::{Millis, Transition};
+use volee_protocol::{AgentState, AgentView, Host, Origin};
+
+use super::{now_ms, Daemon, Msg};
+use crate::host::tmux::{host_socket, Viewer};
+use crate::notify::{Kind, Limiter, NotifyConfig};
+
+/// Notifications and the status line's own state.
+#[derive(Debug, Default)]
+pub(super) struct Notices {
+    limiter: Limiter,
+    /// `volee quiet`: no notifications until then (epoch ms).
+    pub(super) quiet_until: Option<Millis>,
+    flash_until: Millis,
+    flashing: bool,
+    /// The status line must be drawn again though no agent changed (a flash ended, quiet).
+    pub(super) status_dirty: bool,
+}
+
+impl Notices {
+    /// When a summary is due, a flash ends or quiet ends.
+    pub(super) fn next_due(&self, cfg: &NotifyConfig) -> Option<Millis> {
+        [
+            self.limiter.summary_due(cfg),
+            self.flashing.then_some(self.flash_until),
+            self.quiet_until,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn quiet(&self, now: Millis) -> bool {
+        self.quiet_until.is_some_and(|u| now < u)
+    }
+}
+
+/// What a notification is about, while its viewers are asked.
+#[derive(Debug)]
+pub(super) enum About {
+    /// One transition of one agent.
+    Agent { id: String, kind: Kind, now: Millis },
+    /// The notifications the burst limit held back.
+    Summary { text: String },
+}
+
+impl Daemon {
+    /// Notify about the state transitions of a flush; end a flash or quiet that is over.
+    pub(super) fn notify_transitions(&mut self, transitions: Vec<Transition>, now: Millis) {
+        for t in transitions {
+            let working_ms = if t.before == AgentState::Working {
+                t.lasted_ms
+            } else {
+                0
+            };
+            tracing::debug!(
+                "{} {} -> {} ({})",
+                t.id,
+                t.before,
+                t.after,
+                self.registry
+                    .get(&t.id)
+                    .map_or("", |a| a.decision.evidence.as_str())
+            );
+            if let Some(kind) =
+                crate::notify::classify(t.before, t.after, working_ms, self.config.notify.long_turn)
+            {
+                self.notify(&t.id, kind, now);
+            }
+        }
+        if let Some(held) = self.notices.limiter.take_summary(now, &self.config.notify) {
+            self.notify_summary(held);
+        }
+        // The flash ends: the plain status line again.
+        if self.notices.flashing && now >= self.notices.flash_until {
+            self.notices.flashing = false;
+            self.notices.status_dirty = true;
+        }
+        // Quiet ends: notifications on again, and the status line says so.
+        if self.notices.quiet_until.is_some_and(|u| now >= u) {
+            self.notices.quiet_until = None;
+            self.registry.mark_unsaved();
+            self.notices.status_dirty = true;
+        }
+    }
+
+    /// Tell the user about agent `id` (one transition), by every channel the config enables —
+    /// unless notifications are off or quiet, the limiter holds it, or the user is looking at
+    /// the agent's pane right now (its server's clients are asked first, on a task).
+    fn notify(&mut self, id: &str, kind: Kind, now: Millis) {
+        if !self.config.notify.enabled || self.notices.quiet(now) {
+            return;
+        }
+        let about = About::Agent {
+            id: id.to_string(),
+            kind,
+            now,
+        };
+        let Some(socket) = self.registry.get(id).and_then(|a| host_socket(&a.host)) else {
+            self.on_viewers(about, Vec::new());
+            return;
+        };
+        let (viewers, tx) = (self.hosts.tmux.viewers(socket), self.tx.clone());
+        tokio::spawn(async move {
+            let viewers = viewers.await;
+            let _ = tx.send(Msg::Viewers { about, viewers });
+        });
+    }
+
+    /// One message for the notifications the burst limit held back, on every attached client
+    /// of every server volee watches.
+    fn notify_summary(&mut self, held: u32) {
+        if held == 0 || self.notices.quiet(now_ms()) {
+            return;
+        }
+        let text = format!(
+            "volee: {held} more agent change{} (volee ls)",
+            if held == 1 { "" } else { "s" }
+        );
+        let sockets: BTreeSet<PathBuf> = self
+            .registry
+            .iter()
+            .filter(|a| !a.is_ended())
+            .filter_map(|a| host_socket(&a.host).map(Path::to_path_buf))
+            .collect();
+        let asks: Vec<_> = sockets.iter().map(|s| self.hosts.tmux.viewers(s)).collect();
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let mut seen = HashSet::new();
+            let mut viewers = Vec::new();
+            for ask in asks {
+                for v in ask.await {
+                    if seen.insert((v.socket.clone(), v.name.clone())) {
+                        viewers.push(v);
+                    }
+                }
+            }
+            let _ = tx.send(Msg::Viewers {
+                about: About::Summary { text },
+                viewers,
+            });
+        });
+    }
+
+    /// The clients of a notification's server are known: tell them, unless one shows the pane.
+    pub(super) fn on_viewers(&mut self, about: About, viewers: Vec<Viewer>) {
+        let (id, kind, now) = match about {
+            About::Summary { text } => {
+                tracing::info!("notify: {text}");
+                self.deliver(&text, &viewers);
+                return;
+            }
+            About::Agent { id, kind, now } => (id, kind, now),
+        };
+        let Some(view) = self.registry.get(&id).map(|a| a.view()) else {
+            return;
+        };
+        // Only what the user cannot see: a client showing the pane needs no ping.
+        if let Host::Tmux { pane, .. } = &view.host {
+            if viewers.iter().any(|c| &c.pane == pane) {
+                tracing::debug!(
+                    "{id} {}: its pane is on screen, no notification",
+                    kind.as_str()
+                );
+                return;
+            }
+        }
+        let cfg = self.config.notify.clone();
+        match self.notices.limiter.admit(&id, kind, now, &cfg) {
+            crate::notify::Admit::Send => {}
+            other => {
+                tracing::debug!("{id} {}: {other:?}", kind.as_str());
+                return;
+            }
+        }
+        let text = crate::notify::message(&view.name, &view.id, kind, &view.evidence);
+        tracing::info!("notify: {text}");
+        self.deliver(&text, &viewers);
+        if let Some(command) = cfg.command(kind) {
+            run_notify_command(command, kind, &view);
+        }
+    }
+
+    /// The message on those clients, the status line's flash, the desktop, bell and OSC 9, as
+    /// configured.
+    fn deliver(&mut self, text: &str, viewers: &[Viewer]) {
+        let cfg = &self.config.notify;
+        if cfg.tmux_message && !viewers.is_empty() {
+            let escaped = volee_view::tmux_message_text(text, 200);
+            let show = self
+                .hosts
+                .tmux
+                .show_message(viewers, escaped, cfg.message_time.as_millis());
+            tokio::spawn(show);
+        }
+        if cfg.flash_status {
+            self.notices.flashing = true;
+            self.notices.flash_until = now_ms() + 3000;
+            self.notices.status_dirty = true;
+        }
+        if cfg.bell || cfg.osc9 {
+            let mut bytes = Vec::new();
+            if cfg.osc9 {
+                let plain: String = text.chars().filter(|c| !c.is_control()).collect();
+                bytes.extend_from_slice(format!("\x1b]9;{plain}\x1b\\").as_bytes());
+            }
+            if cfg.bell {
+                bytes.push(0x07);
+            }
+            for c in viewers {
+                write_to_tty(&c.tty, &bytes);
+            }
+        }
+        if cfg.desktop && desktop_available() {
+            // Servers that announce `body-markup` read the body as markup: an agent's name or
+            // title must show as written.
+            let text = text
+                .replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;");
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = notify_rust::Notification::new()
+                    .summary("volee")
+                    .body(&text)
+                    .appname("volee")
+                    .timeout(notify_rust::Timeout::Milliseconds(6000))
+                    .show()
+                {
+                    tracing::debug!("desktop notification: {e}");
+                }
+            });
+        }
+    }
+
+    /// Push the summary into `@volee-status` of every server that shows it; only on change, over
+    /// an existing control connection when there is one (no process spawned).
+    pub(super) fn push_status(&mut self) {
+        let views: Vec<AgentView> = self.views(true);
+        let mut text = volee_view::status_tmux(&volee_view::Counts::from_agents(&views));
+        if self.notices.flashing {
+            text = format!("#[reverse]{text}#[noreverse]");
+        }
+        // `volee quiet` is on: say so, or agents that need the user go unnoticed for hours.
+        if self.notices.quiet_until.is_some() {
+            text.push_str(volee_view::QUIET_TMUX);
+        }
+        let mut sockets: BTreeSet<PathBuf> = self.hosts.tmux.servers().clone();
+        // A server that only hosts discovered agents is the user's own business until they
+        // `tmux-init` it: volee sets nothing there.
+        sockets.extend(
+            self.registry
+                .iter()
+                .filter(|a| !a.is_ended() && a.origin == Origin::Launched)
+                .filter_map(|a| host_socket(&a.host).map(Path::to_path_buf)),
+        );
+        self.hosts.tmux.set_status(sockets, &text);
+    }
+}
+
+/// Is there a session bus to send desktop notifications to?
+pub fn desktop_available() -> bool {
+    std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some_and(|v| !v.is_empty())
+}
+
+/// Write `bytes` to a client's terminal (a tty device of the user's), never blocking.
+fn write_to_tty(tty: &str, bytes: &[u8]) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if !tty.starts_with("/dev/") || bytes.is_empty() {
+        return;
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
+        .open(tty)
+    {
+        let _ = f.write_all(bytes);
+    }
+}
+
+/// The user's command for a notification (`sh -c`), the agent's JSON on its stdin,
+/// `VOLEE_EVENT` and `VOLEE_AGENT_ID` in its environment; killed after 30 s.
+fn run_notify_command(command: &str, kind: Kind, view: &AgentView) {
+    let json = match serde_json::to_vec(view) {
+        Ok(j) => j,
+        Err(_) => return,
+    };
+    let child = tokio::process::Command::new("sh")
+        .args(["-c", command])
+        .env("VOLEE_EVENT", kind.as_str())
+        .env("VOLEE_AGENT_ID", &view.id)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!("notification command {command:?}: {e}");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        if let Some(mut stdin) = child.stdin.take() {
+            let _ = stdin.write_all(&json).await;
+        }
+        if tokio::time::timeout(Duration::from_secs(30), child.wait())
+            .await
+            .is_err()
+        {
+            let _ = child.kill().await;
+        }
+    });
+}

@@ -1,0 +1,389 @@
+//! What tmux says about its panes: the formats volee asks for, their rows, and what a server's
+//! pane list means for the agents volee knows (`reconcile`, pure).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use volee_core::{ExitFact, Millis};
+use volee_protocol::{Host, Origin};
+use volee_tmux::format::{fields_format, split_fields};
+use volee_tmux::server::{TmuxError, TmuxServer};
+
+/// Pane fields read on resync, separated by `\x1f` (titles may hold quotes).
+const PANE_FIELDS: &[&str] = &[
+    "pane_id",
+    "pane_pid",
+    "session_name",
+    "window_id",
+    "pane_dead",
+    "pane_dead_status",
+    "pane_dead_signal",
+    "@volee-agent",
+    "@volee-name",
+    "@volee-harness",
+    "pane_current_path",
+    "pane_start_command",
+    "window_activity",
+];
+
+/// One pane of a server's list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaneRow {
+    pub pane: String,
+    pub pid: Option<u32>,
+    pub session: String,
+    pub window: String,
+    pub dead: bool,
+    pub status: Option<i32>,
+    pub signal: Option<i32>,
+    /// Its `@volee-agent` option: the agent volee launched there.
+    pub agent: String,
+    pub name: String,
+    pub harness: String,
+    pub path: String,
+    pub start_command: String,
+    /// Last activity of the pane's window, epoch seconds.
+    pub activity: Option<u64>,
+}
+
+impl PaneRow {
+    /// Its program ended: how, seen at `at`.
+    pub fn exit(&self, at: Millis) -> Option<ExitFact> {
+        self.dead.then_some(ExitFact {
+            at,
+            status: self.status,
+            signal: self.signal,
+        })
+    }
+
+    /// Where it is, on the server at `socket`.
+    pub fn host(&self, socket: &Path) -> Host {
+        Host::Tmux {
+            socket: socket.display().to_string(),
+            session: self.session.clone(),
+            window: self.window.clone(),
+            pane: self.pane.clone(),
+        }
+    }
+}
+
+pub fn parse_pane_rows(text: &str) -> Vec<PaneRow> {
+    text.lines()
+        .filter_map(|line| {
+            let f = split_fields(line.as_bytes());
+            if f.len() < PANE_FIELDS.len() {
+                return None;
+            }
+            Some(PaneRow {
+                pane: f[0].clone(),
+                pid: f[1].parse().ok(),
+                session: f[2].clone(),
+                window: f[3].clone(),
+                dead: f[4] == "1",
+                status: f[5].parse().ok(),
+                signal: f[6].parse().ok(),
+                agent: f[7].clone(),
+                name: f[8].clone(),
+                harness: f[9].clone(),
+                path: f[10].clone(),
+                start_command: f[11].clone(),
+                activity: f[12].parse().ok(),
+            })
+        })
+        .collect()
+}
+
+/// Every pane of the server at `socket` (a task's work: it runs `tmux list-panes -a`).
+pub async fn list(socket: PathBuf) -> Result<Vec<PaneRow>, TmuxError> {
+    let text = TmuxServer::new(socket)
+        .run_async(&["list-panes", "-a", "-F", &fields_format(PANE_FIELDS)])
+        .await?;
+    Ok(parse_pane_rows(&text))
+}
+
+/// What volee knows of an agent, for [`reconcile`].
+#[derive(Debug, Clone)]
+pub struct Known<'a> {
+    pub id: &'a str,
+    pub host: &'a Host,
+    pub pid: Option<u32>,
+    pub ended: bool,
+    pub origin: Origin,
+}
+
+/// What a server's pane list means for volee's agents.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Reconciled {
+    /// Live agents whose pane moved (another window or session) or whose pid is now known.
+    pub moved: Vec<(String, Host, Option<u32>)>,
+    /// Live agents whose pane is dead, with how it ended.
+    pub exited: Vec<(String, ExitFact)>,
+    /// Panes marked as an agent volee does not know (its registry was lost): rebuild them.
+    pub unknown: Vec<PaneRow>,
+    /// Live launched agents of this server whose pane is gone, with their pids.
+    pub gone: Vec<(String, Option<u32>)>,
+    /// The sessions that hold live agents (to watch).
+    pub sessions: Vec<String>,
+}
+
+/// Compare the panes of the server at `socket` with the agents volee knows. Discovered agents
+/// carry no `@volee-agent` option: the `/proc` rescan follows them, not this.
+pub fn reconcile<'a>(
+    socket: &Path,
+    rows: &[PaneRow],
+    agents: &[Known<'a>],
+    now: Millis,
+) -> Reconciled {
+    let agents = agents.iter();
+    let mut out = Reconciled::default();
+    let on_this_server =
+        |host: &Host| matches!(host, Host::Tmux { socket: s, .. } if Path::new(s) == socket);
+    for row in rows.iter().filter(|r| !r.agent.is_empty()) {
+        match agents.clone().find(|a| a.id == row.agent) {
+            Some(a) if !a.ended => {
+                let host = row.host(socket);
+                let pid = row.pid.or(a.pid);
+                if *a.host != host || a.pid != pid {
+                    out.moved.push((row.agent.clone(), host, pid));
+                }
+                if let Some(exit) = row.exit(now) {
+                    out.exited.push((row.agent.clone(), exit));
+                }
+            }
+            Some(_) => {}
+            None => out.unknown.push(row.clone()),
+        }
+    }
+    let present: HashSet<&str> = rows
+        .iter()
+        .filter(|r| !r.agent.is_empty())
+        .map(|r| r.agent.as_str())
+        .collect();
+    out.gone = agents
+        .clone()
+        .filter(|a| {
+            !a.ended
+                && a.origin == Origin::Launched
+                && on_this_server(a.host)
+                && !present.contains(a.id)
+        })
+        .map(|a| (a.id.to_string(), a.pid))
+        .collect();
+    let gone: HashSet<&str> = out.gone.iter().map(|(id, _)| id.as_str()).collect();
+    let mut sessions: Vec<String> = agents
+        .filter(|a| !a.ended && !gone.contains(a.id))
+        .filter_map(|a| match a.host {
+            Host::Tmux { socket: s, .. } if Path::new(s) != socket => None,
+            Host::Tmux { session, .. } => {
+                // A moved agent is watched in its new session.
+                let moved = out.moved.iter().find(|(id, _, _)| id == a.id);
+                match moved.map(|(_, h, _)| h) {
+                    Some(Host::Tmux { session, .. }) => Some(session.clone()),
+                    _ => Some(session.clone()),
+                }
+            }
+            _ => None,
+        })
+        .collect();
+    sessions.extend(out.unknown.iter().map(|r| r.session.clone()));
+    sessions.sort();
+    sessions.dedup();
+    out.sessions = sessions;
+    out
+}
+
+/// A pane as discovery places processes in it.
+pub async fn list_for_discovery(socket: &Path) -> Vec<crate::discovery::PaneInfo> {
+    let format = fields_format(&[
+        "pane_id",
+        "pane_pid",
+        "pane_tty",
+        "session_name",
+        "window_id",
+    ]);
+    let Ok(text) = TmuxServer::new(socket)
+        .run_async(&["list-panes", "-a", "-F", &format])
+        .await
+    else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let f = split_fields(line.as_bytes());
+            Some(crate::discovery::PaneInfo {
+                pane: f.first()?.clone(),
+                pid: f.get(1)?.parse().ok()?,
+                tty: f.get(2)?.clone(),
+                session: f.get(3)?.clone(),
+                window: f.get(4)?.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Sockets in tmux's own directory for this user (`$TMUX_TMPDIR/tmux-UID`, `/tmp` by default),
+/// plus the server of `$TMUX`.
+pub fn user_sockets() -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let uid = nix::unistd::getuid().as_raw();
+    let default = volee_tmux::connection::default_socket(
+        None,
+        std::env::var("TMUX_TMPDIR").ok().as_deref(),
+        uid,
+    );
+    let mut sockets: Vec<PathBuf> = default
+        .parent()
+        .and_then(|dir| std::fs::read_dir(dir).ok())
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_socket()))
+        .map(|e| e.path())
+        .collect();
+    if let Ok(tmux) = std::env::var("TMUX") {
+        sockets.push(volee_tmux::connection::default_socket(
+            Some(&tmux),
+            None,
+            uid,
+        ));
+    }
+    sockets
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(agent: &str, pane: &str, session: &str, dead: bool) -> PaneRow {
+        PaneRow {
+            pane: pane.into(),
+            pid: Some(42),
+            session: session.into(),
+            window: "@1".into(),
+            dead,
+            status: dead.then_some(3),
+            signal: None,
+            agent: agent.into(),
+            name: agent.into(),
+            harness: "generic".into(),
+            path: "/tmp".into(),
+            start_command: "sh".into(),
+            activity: None,
+        }
+    }
+
+    fn tmux(socket: &str, session: &str, pane: &str) -> Host {
+        Host::Tmux {
+            socket: socket.into(),
+            session: session.into(),
+            window: "@1".into(),
+            pane: pane.into(),
+        }
+    }
+
+    #[test]
+    fn pane_rows_survive_quotes_in_fields() {
+        let line = [
+            "%3",
+            "42",
+            "work's",
+            "@1",
+            "0",
+            "",
+            "",
+            "ab12",
+            "na'me",
+            "generic",
+            "/tmp",
+            "sh -c 'x'",
+            "1796012403",
+        ]
+        .join("\x1f");
+        let rows = parse_pane_rows(&line);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].session, "work's");
+        assert_eq!(rows[0].agent, "ab12");
+        assert_eq!(rows[0].start_command, "sh -c 'x'");
+        assert_eq!(rows[0].activity, Some(1796012403));
+        assert_eq!(parse_pane_rows("%1\x1f2"), vec![], "a short row is no row");
+    }
+
+    #[test]
+    fn a_servers_panes_say_which_agents_moved_ended_are_gone_or_unknown() {
+        let socket = Path::new("/s");
+        let hosts = [
+            tmux("/s", "w", "%1"),
+            tmux("/s", "w", "%2"),
+            tmux("/s", "w", "%3"),
+            tmux("/s", "w", "%4"),
+            tmux("/other", "w", "%3"),
+        ];
+        let known = [
+            ("moved", Origin::Launched, false),
+            ("dead", Origin::Launched, false),
+            ("gone", Origin::Launched, false),
+            ("found", Origin::Discovered, false),
+            ("elsewhere", Origin::Launched, false),
+        ];
+        let agents: Vec<Known> = known
+            .iter()
+            .zip(hosts.iter())
+            .map(|((id, origin, ended), host)| Known {
+                id,
+                host,
+                pid: Some(42),
+                ended: *ended,
+                origin: *origin,
+            })
+            .collect();
+        let rows = [
+            row("moved", "%1", "other-session", false),
+            row("dead", "%2", "w", true),
+            row("lost", "%9", "w", false),
+            row("", "%5", "w", false),
+        ];
+        let r = reconcile(socket, &rows, &agents, 7);
+        assert_eq!(
+            r.moved,
+            vec![(
+                "moved".to_string(),
+                tmux("/s", "other-session", "%1"),
+                Some(42)
+            )]
+        );
+        assert_eq!(
+            r.exited,
+            vec![(
+                "dead".to_string(),
+                ExitFact {
+                    at: 7,
+                    status: Some(3),
+                    signal: None
+                }
+            )]
+        );
+        assert_eq!(r.unknown.len(), 1);
+        assert_eq!(r.unknown[0].agent, "lost");
+        // A discovered agent is the /proc scan's business; another server's agent is not here.
+        assert_eq!(r.gone, vec![("gone".to_string(), Some(42))]);
+        assert_eq!(
+            r.sessions,
+            vec!["other-session".to_string(), "w".to_string()]
+        );
+    }
+
+    #[test]
+    fn an_ended_agents_pane_changes_nothing() {
+        let host = tmux("/s", "w", "%1");
+        let agents = [Known {
+            id: "a",
+            host: &host,
+            pid: None,
+            ended: true,
+            origin: Origin::Launched,
+        }];
+        let rows = [row("a", "%1", "x", true)];
+        let r = reconcile(Path::new("/s"), &rows, &agents, 1);
+        assert_eq!(r, Reconciled::default());
+    }
+}
