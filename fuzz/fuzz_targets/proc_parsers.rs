@@ -17,6 +17,12 @@ fuzz_target!(|data: &[u8]| {
             .and_then(|(open, close)| line.get(open + 1..close));
         assert_eq!(name, Some(stat.comm.as_str()));
         let _ = pts_path(stat.tty_nr);
+        // A zombie's wait status is a byte of status or a signal, never both.
+        if let Some((status, signal)) = stat.zombie_exit() {
+            assert!(status.is_some() != signal.is_some());
+            assert!(status.is_none_or(|s| (0..256).contains(&s)));
+        }
+        let _ = stat.leads_live_group();
     }
     let _ = parse_status_owner(data);
     let _ = parse_cmdline(data);

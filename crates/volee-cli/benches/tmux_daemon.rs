@@ -91,7 +91,11 @@ fn main() {
     let agents = env_num("AGENTS", 50) as usize;
     let idle_secs = env_num("IDLE_SECS", 60);
 
-    let env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
+    // VOLEE_BENCH_BIN: another build of volee (an older commit's), to compare in one run.
+    let volee = std::env::var_os("VOLEE_BENCH_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_volee").into());
+    let env = TestEnv::new(volee);
     // DISCOVERY=3s measures the daemon with its periodic /proc scan on (TestEnv turns it off).
     if let Ok(interval) = std::env::var("DISCOVERY") {
         std::fs::write(

@@ -106,7 +106,11 @@ fn main() {
     let rounds = env_num("ROUNDS", 10) as usize;
     let idle_secs = env_num("IDLE_SECS", 30);
 
-    let mut env = TestEnv::new(env!("CARGO_BIN_EXE_volee"));
+    // VOLEE_BENCH_BIN: another build of volee (an older commit's), to compare in one run.
+    let volee = std::env::var_os("VOLEE_BENCH_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_volee").into());
+    let mut env = TestEnv::new(volee);
     env.start_tmux();
     let vars = start_zellij_with(&mut env, &bin, "bz", Some(&wasm));
     let socket_dir = vars

@@ -111,6 +111,8 @@ enum Msg {
         key: SessionKey,
         conn: Result<ControlConnection, String>,
     },
+    /// New harness processes, with their tmux servers' panes: record them.
+    Placed(Box<rescan::Placing>),
     /// A launch's pane is open (or could not be): record the agent.
     Opened(Box<launch::Launching>),
     /// The clients viewing a server, asked for a notification.
@@ -325,14 +327,14 @@ impl Daemon {
             tokio::select! {
                 msg = rx.recv() => match msg {
                     Some(Msg::Shutdown) | None => break,
-                    Some(msg) => self.on_msg(msg).await,
+                    Some(msg) => self.on_msg(msg),
                 },
                 Some(event) = conn_rx.recv() => {
                     if let Some(event) = self.hosts.tmux.on_event(event) {
                         self.on_host_event(event);
                     }
                 }
-                _ = tokio::time::sleep(sleep) => self.on_timer().await,
+                _ = tokio::time::sleep(sleep) => self.on_timer(),
                 _ = housekeeping.tick() => self.prune(),
                 _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {
                     tracing::info!("SIGTERM");
@@ -369,7 +371,7 @@ impl Daemon {
         .min()
     }
 
-    async fn on_timer(&mut self) {
+    fn on_timer(&mut self) {
         let now = now_ms();
         for (_, (pane, key)) in self.typing.take_due(now) {
             pane_requests::submit(pane, key, Duration::ZERO);
@@ -383,13 +385,13 @@ impl Daemon {
             .next_scan(&self.config)
             .is_some_and(|at| now >= at)
         {
-            self.rescan(false).await;
+            self.rescan(false, None);
         }
     }
 
-    async fn on_msg(&mut self, msg: Msg) {
+    fn on_msg(&mut self, msg: Msg) {
         match msg {
-            Msg::Request(req, reply) => self.on_request(*req, reply).await,
+            Msg::Request(req, reply) => self.on_request(*req, reply),
             Msg::Watch(query, tx) => match self.registry.resolve(&query) {
                 Ok(agent) => {
                     let id = agent.id.clone();
@@ -421,6 +423,13 @@ impl Daemon {
             }
             Msg::Connected { key, conn } => self.on_connected(key, conn),
             Msg::Opened(launching) => self.on_opened(*launching),
+            Msg::Placed(placing) => {
+                let rescan::Placing { new, panes, done } = *placing;
+                self.place(new, panes);
+                if let Some(done) = done {
+                    let _ = done.send(Response::Ok);
+                }
+            }
             Msg::Viewers { about, viewers } => self.on_viewers(about, viewers),
             Msg::TypingFailed { id } => self.typing.cancel(&id),
             Msg::EscalateStop { id } => self.escalate_stop(&id),

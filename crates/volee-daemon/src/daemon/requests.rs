@@ -32,7 +32,7 @@ fn answer_later(
 }
 
 impl Daemon {
-    pub(super) async fn on_request(&mut self, req: Request, reply: Reply) {
+    pub(super) fn on_request(&mut self, req: Request, reply: Reply) {
         let answer = match req {
             Request::Hello { .. } => Ok(Response::Hello {
                 version: PROTOCOL_VERSION,
@@ -54,9 +54,12 @@ impl Daemon {
             Request::Peek { id, lines } => return answer_later(reply, self.peek(&id, lines)),
             Request::Remove { id } => self.remove(&id),
             Request::Rescan => {
-                // Asked for: read every process, not only those due.
-                self.rescan(true).await;
-                Ok(Response::Ok)
+                // Asked for: read every process, not only those due; answered once new
+                // processes are recorded.
+                if let Some(reply) = self.rescan(true, Some(reply)) {
+                    let _ = reply.send(Response::Ok);
+                }
+                return;
             }
             Request::Prune => Ok(self.prune_now()),
             Request::Watch { .. } => Err(RequestError::user("watch is a streaming request")),

@@ -2,13 +2,13 @@
 //! (`volee-procscan`), followed when their harness goes on in another process, ended when
 //! gone, and placed in their host (a tmux pane, a zellij pane, else a terminal).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use volee_core::{AgentRecord, Millis, NewAgent, Observation};
 use volee_protocol::{Host, Origin, ProfileFit};
 
-use super::{now_ms, Daemon, Msg};
+use super::{now_ms, Daemon, Msg, Reply};
 use crate::config::Config;
 use crate::discovery::Seen;
 use crate::host::tmux::panes;
@@ -19,6 +19,26 @@ pub(super) fn listing_socket(harness: &str, env: &[(String, String)]) -> Option<
     volee_harness::listing::app_server_socket(harness, env).map(|p| p.display().to_string())
 }
 
+/// A harness process found by a scan, not yet an agent.
+pub(super) struct NewProcess {
+    found: volee_procscan::Found,
+    proc_: volee_procscan::Proc,
+    env: Vec<(String, String)>,
+    tty: Option<String>,
+    /// Its ancestors, innermost first.
+    chain: Vec<u32>,
+    /// The tmux server its `$TMUX` names.
+    tmux: Option<PathBuf>,
+}
+
+/// New processes whose tmux servers' panes were listed, to place.
+pub(super) struct Placing {
+    pub(super) new: Vec<NewProcess>,
+    pub(super) panes: HashMap<PathBuf, Vec<crate::discovery::PaneInfo>>,
+    /// A `volee rescan` waiting for them to be recorded.
+    pub(super) done: Option<Reply>,
+}
+
 /// What discovery keeps between scans.
 pub(super) struct Discovery {
     /// When `/proc` was last scanned.
@@ -26,6 +46,8 @@ pub(super) struct Discovery {
     rules: Vec<volee_procscan::ProcessRule>,
     /// Repeated `/proc` scans (old processes that are no candidates are re-read in turn).
     scanner: volee_procscan::Scanner,
+    /// New processes being placed (their tmux servers' panes are being listed).
+    placing: HashSet<u32>,
     /// What the last scan saw of each discovered agent's process: its start time (with the pid,
     /// it tells that process from a later one that got the same pid), launcher and terminal.
     seen: HashMap<String, Seen>,
@@ -37,6 +59,7 @@ impl Discovery {
             last_scan: 0,
             rules: crate::discovery::rules(),
             scanner: volee_procscan::Scanner::new(volee_procscan::ProcRoot::default()),
+            placing: HashSet::new(),
             seen: HashMap::new(),
         }
     }
@@ -80,7 +103,9 @@ impl Daemon {
     /// with their host (a tmux pane is then watched like a launched agent's), vanished ones end
     /// as `stopped`. At steady state this reads /proc only; `tmux list-panes -a` runs once per
     /// server and only when a new process must be placed.
-    pub(super) async fn rescan(&mut self, full: bool) {
+    /// `done` is handed back when the scan's work is over, else it goes with the placing of new
+    /// processes (answered once they are recorded).
+    pub(super) fn rescan(&mut self, full: bool, done: Option<Reply>) -> Option<Reply> {
         let now = now_ms();
         self.discovery.last_scan = now;
         let root = self.discovery.root();
@@ -249,18 +274,69 @@ impl Daemon {
         let new: Vec<&volee_procscan::Found> =
             found.iter().filter(|f| !known.contains(&f.pid)).collect();
         if new.is_empty() {
-            return;
+            return done;
         }
-        let mut panes_by_socket: HashMap<PathBuf, Vec<crate::discovery::PaneInfo>> = HashMap::new();
-        for f in new {
-            let Some(proc_) = by_pid.get(&f.pid) else {
+        let uid = nix::unistd::getuid().as_raw();
+        let new: Vec<NewProcess> = new
+            .into_iter()
+            .filter(|f| !self.discovery.placing.contains(&f.pid))
+            .filter_map(|f| {
+                let proc_ = (*by_pid.get(&f.pid)?).clone();
+                let env = root.environ(f.pid).unwrap_or_default();
+                let tmux = env
+                    .iter()
+                    .find(|(k, _)| k == "TMUX")
+                    .map(|(_, v)| volee_tmux::connection::default_socket(Some(v), None, uid));
+                Some(NewProcess {
+                    found: f.clone(),
+                    tty: volee_procscan::pts_path(proc_.stat.tty_nr),
+                    chain: crate::discovery::ancestry(f.pid, &parents),
+                    proc_,
+                    env,
+                    tmux,
+                })
+            })
+            .collect();
+        // Placing a process in a tmux pane takes one `list-panes -a` per server: on a task.
+        let sockets: BTreeSet<PathBuf> = new.iter().filter_map(|n| n.tmux.clone()).collect();
+        if sockets.is_empty() {
+            self.place(new, HashMap::new());
+            return done;
+        }
+        self.discovery
+            .placing
+            .extend(new.iter().map(|n| n.found.pid));
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let mut panes = HashMap::new();
+            for socket in sockets {
+                let listed = panes::list_for_discovery(&socket).await;
+                panes.insert(socket, listed);
+            }
+            let _ = tx.send(Msg::Placed(Box::new(Placing { new, panes, done })));
+        });
+        None
+    }
+
+    /// Record new harness processes in their hosts (`panes`: each tmux server's panes).
+    pub(super) fn place(
+        &mut self,
+        new: Vec<NewProcess>,
+        panes: HashMap<PathBuf, Vec<crate::discovery::PaneInfo>>,
+    ) {
+        let now = now_ms();
+        let root = self.discovery.root();
+        for n in new {
+            self.discovery.placing.remove(&n.found.pid);
+            let known = self.registry.iter().any(|a| {
+                a.origin == Origin::Discovered && !a.is_ended() && a.pid == Some(n.found.pid)
+            });
+            if known {
                 continue;
-            };
-            let env = root.environ(f.pid).unwrap_or_default();
+            }
+            let (f, proc_, env, tty) = (&n.found, &n.proc_, &n.env, &n.tty);
             let var = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
-            let tty = volee_procscan::pts_path(proc_.stat.tty_nr);
-            let chain = crate::discovery::ancestry(f.pid, &parents);
-            let mut host = match (&tty, var("ZELLIJ_SESSION_NAME"), var("ZELLIJ_PANE_ID")) {
+            let mut host = match (tty, var("ZELLIJ_SESSION_NAME"), var("ZELLIJ_PANE_ID")) {
                 (_, Some(session), Some(pane)) => Host::Zellij {
                     session,
                     tab: 0,
@@ -269,19 +345,10 @@ impl Daemon {
                 (Some(tty), _, _) => Host::Tty { tty: tty.clone() },
                 _ => Host::None,
             };
-            if let Some(tmux) = var("TMUX") {
-                let socket = volee_tmux::connection::default_socket(
-                    Some(&tmux),
-                    None,
-                    nix::unistd::getuid().as_raw(),
-                );
-                if !panes_by_socket.contains_key(&socket) {
-                    let panes = panes::list_for_discovery(&socket).await;
-                    panes_by_socket.insert(socket.clone(), panes);
-                }
-                if let Some(p) = panes_by_socket
-                    .get(&socket)
-                    .and_then(|panes| crate::discovery::pane_of(&chain, tty.as_deref(), panes))
+            if let Some(socket) = &n.tmux {
+                if let Some(p) = panes
+                    .get(socket)
+                    .and_then(|panes| crate::discovery::pane_of(&n.chain, tty.as_deref(), panes))
                 {
                     host = Host::Tmux {
                         socket: socket.display().to_string(),
@@ -359,15 +426,15 @@ impl Daemon {
                     )
                 })
                 .map(|p| p.display().to_string());
-            record.listing_socket = listing_socket(&f.harness, &env);
+            record.listing_socket = listing_socket(&f.harness, env);
             // A zellij pane is watched like a launched agent's, with the process's own zellij
             // variables (its server may use another socket directory than the daemon's).
             if matches!(host, Host::Zellij { .. }) {
-                record.host_env = crate::host::zellij::zellij_env(&env);
+                record.host_env = crate::host::zellij::zellij_env(env);
             }
             // Identity from what the harness publishes, never from the newest transcript file.
             record.session_id =
-                crate::discovery::published_session_id(&root, &f.harness, f.pid, &env);
+                crate::discovery::published_session_id(&root, &f.harness, f.pid, env);
             tracing::info!(
                 "discovered {} agent {id} (pid {}) at {:?}",
                 f.harness,
