@@ -99,6 +99,15 @@ impl Discovery {
 }
 
 impl Daemon {
+    /// The pids of the live agents volee launched, or found.
+    fn live_pids(&self, origin: Origin) -> HashSet<u32> {
+        self.registry
+            .iter()
+            .filter(|a| a.origin == origin && !a.is_ended())
+            .filter_map(|a| a.pid)
+            .collect()
+    }
+
     /// One pass over `/proc` for harness processes volee did not launch: new ones are recorded
     /// with their host (a tmux pane is then watched like a launched agent's), vanished ones end
     /// as `stopped`. At steady state this reads /proc only; `tmux list-panes -a` runs once per
@@ -118,12 +127,7 @@ impl Daemon {
             .scanner
             .scan(|s| volee_procscan::could_match(rules, &s.comm));
         let parents = crate::discovery::parents(&procs);
-        let mut launched: HashSet<u32> = self
-            .registry
-            .iter()
-            .filter(|a| a.origin == Origin::Launched && !a.is_ended())
-            .filter_map(|a| a.pid)
-            .collect();
+        let mut launched = self.live_pids(Origin::Launched);
         // The daemon's own children are never agents: a discovered agent's `--version` run
         // (native `codex --version` looks like the agent) found as a new agent asked its
         // version again, and so on — hundreds of processes on a loaded machine (seen in CI).
@@ -154,12 +158,7 @@ impl Daemon {
         let by_pid: HashMap<u32, &volee_procscan::Proc> =
             procs.iter().map(|p| (p.stat.pid, p)).collect();
         let now_ticks = self.discovery.scanner.last_stats().now_ticks;
-        let mut taken: HashSet<u32> = self
-            .registry
-            .iter()
-            .filter(|a| a.origin == Origin::Discovered && !a.is_ended())
-            .filter_map(|a| a.pid)
-            .collect();
+        let mut taken = self.live_pids(Origin::Discovered);
         let live_discovered: Vec<(String, String, u32)> = self
             .registry
             .iter()
@@ -265,12 +264,7 @@ impl Daemon {
                 self.registry.edit(&id, |a| a.session_id = Some(session));
             }
         }
-        let known: HashSet<u32> = self
-            .registry
-            .iter()
-            .filter(|a| a.origin == Origin::Discovered && !a.is_ended())
-            .filter_map(|a| a.pid)
-            .collect();
+        let known = self.live_pids(Origin::Discovered);
         let new: Vec<&volee_procscan::Found> =
             found.iter().filter(|f| !known.contains(&f.pid)).collect();
         if new.is_empty() {
