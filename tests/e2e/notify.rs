@@ -14,11 +14,16 @@ use volee_test_support::{wait_until, TestEnv};
 use crate::tmux_front::Viewer;
 use crate::{launch_sh, setup};
 
-/// `config.toml` with the user's command appending each agent JSON as one line to `log`.
+/// `config.toml` with the user's command appending each agent JSON as one line to `log`. The
+/// commands of several notifications run at once: each holds a lock while it appends, so their
+/// lines never interleave.
 fn configure(env: &TestEnv, log: &Path, extra: &str) {
     let dir = env.volee_home().join("config");
     std::fs::create_dir_all(&dir).unwrap();
-    let cmd = format!("(cat; echo) >> '{}'", log.display());
+    let cmd = format!(
+        "exec 9>>'{0}.lock'; flock 9; (cat; echo) >> '{0}'",
+        log.display()
+    );
     std::fs::write(
         dir.join("config.toml"),
         format!(

@@ -1,5 +1,5 @@
-//! A real zellij for tests and benchmarks: found on PATH, in `VOLEE_ZELLIJ` or as the prebuilt
-//! `../shared/bin/zellij-0.45.1`; started attached inside a [`TestEnv`]'s private tmux with its own
+//! A real zellij for tests and benchmarks: found in `VOLEE_ZELLIJ` or on PATH (scripts/test puts
+//! one there); started attached inside a [`TestEnv`]'s private tmux with its own
 //! socket, config, cache and data directories, optionally with volee's plugin loaded and its
 //! permissions granted ahead; ended with its session by [`KillSession`].
 
@@ -15,10 +15,6 @@ pub fn zellij_binary() -> Option<PathBuf> {
     }
     if crate::on_path("zellij") {
         return Some(PathBuf::from("zellij"));
-    }
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bin/zellij-0.45.1");
-    if shared.is_file() {
-        return Some(shared);
     }
     if std::env::var_os("CI").is_some() {
         panic!("zellij is not installed (CI is set, so this fails): put it on PATH or set VOLEE_ZELLIJ");
