@@ -328,8 +328,17 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
             .iter()
             .position(|o| o.at >= quit_at)
             .unwrap_or(seen.len());
+        // Until Codex sends the prompt to the model it is starting up: its composer may show,
+        // idle, for a moment first (seen in a whole-suite run: an idle screen 80 ms before the
+        // first request). What counts starts with the first request.
+        let from = server
+            .main_exchanges()
+            .first()
+            .and_then(|e| seen.iter().position(|o| o.at >= e.received))
+            .unwrap_or(0)
+            .min(upto);
         let (states, blips) = crate::common::states_from(
-            &seen[..upto],
+            &seen[from..upto],
             |o| o.source != "multiplexer",
             "any rule (before the model's first answer only output activity speaks: Codex may be silent for longer than the working window while it starts)",
         );

@@ -1,5 +1,4 @@
-//! zellij hosts, end to end: a real zellij 0.45.1 (from PATH, `VOLEE_ZELLIJ`, or the prebuilt
-//! `../shared/bin/zellij-0.45.1`) runs attached inside the test's private tmux, with its own socket,
+//! zellij hosts, end to end: a real zellij 0.45.1 (from `VOLEE_ZELLIJ` or PATH) runs attached inside the test's private tmux, with its own socket,
 //! config, cache and data directories. `volee launch --host zellij:SESSION` opens a generic agent
 //! in a new tab; without volee's plugin loaded, the daemon watches the session with
 //! `zellij action list-panes --json` and `zellij subscribe` (the fallback every user without the
@@ -556,4 +555,142 @@ fn a_prompt_already_on_a_zellij_screen_needs_you() {
         asked["evidence"].as_str().unwrap().contains("Overwrite?"),
         "{asked}"
     );
+}
+
+/// `volee up` inside a zellij session, with no zellij config of the user's edited: the plugin the
+/// binary carries is written to volee's data dir and started in the session (hidden once its
+/// permissions are granted; the test grants them ahead, as a user answers zellij's prompt), it
+/// answers, and a bell in a hidden tab becomes needs_you through it. `volee down` closes it.
+#[test]
+fn volee_up_inside_zellij_loads_the_plugin_without_touching_the_config() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    let Some(bin) = zellij_binary() else {
+        return;
+    };
+    let vars = start_zellij(&mut env, &bin, "vu");
+    let kill = KillSession::new(&bin, "vu", vars.clone());
+    let var = |k: &str| {
+        vars.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| std::path::PathBuf::from(v))
+            .unwrap()
+    };
+    let config = var("ZELLIJ_CONFIG_DIR").join("config.kdl");
+    let config_before = std::fs::read(&config).unwrap();
+    // Where `volee up` puts the plugin; the user's answer to zellij's prompt, given ahead.
+    let wasm = env.volee_home().join("data/zellij/volee.wasm");
+    let permissions = var("XDG_CACHE_HOME").join("zellij/permissions.kdl");
+    std::fs::create_dir_all(permissions.parent().unwrap()).unwrap();
+    std::fs::write(
+        &permissions,
+        format!(
+            "\"{}\" {{\n    ReadApplicationState\n    ChangeApplicationState\n    ReadPaneContents\n    ReadCliPipes\n    RunCommands\n    OpenTerminalsOrPlugins\n}}\n",
+            wasm.display()
+        ),
+    )
+    .unwrap();
+    let permissions_before = std::fs::read(&permissions).unwrap();
+    // `volee up` as run in a pane of that session.
+    env.extra_env
+        .push(("ZELLIJ_SESSION_NAME".into(), "vu".into()));
+    env.extra_env.push(("ZELLIJ".into(), "0".into()));
+    let said = env.ok(["up"]);
+    assert!(said.contains("runs in the background"), "{said}");
+    assert!(wasm.is_file(), "the plugin written to {}", wasm.display());
+    let url = format!("file:{}", wasm.display());
+    let plugin_pane = || {
+        let out = kill.zellij(&["action", "list-panes", "--json", "--all"]);
+        let panes: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        panes.as_array().and_then(|panes| {
+            panes
+                .iter()
+                .find(|p| p["plugin_url"].as_str() == Some(url.as_str()))
+                .cloned()
+        })
+    };
+    let pane = wait_until(
+        "the plugin runs hidden",
+        Duration::from_secs(10),
+        || plugin_pane().filter(|p| p["is_suppressed"] == true),
+        || format!("{:?}", plugin_pane()),
+    );
+    assert_eq!(pane["is_plugin"], true, "{pane}");
+    // It answers on its command pipe.
+    let ping = kill.zellij(&[
+        "pipe",
+        "--plugin",
+        &url,
+        "--plugin-configuration",
+        "background=true",
+        "--name",
+        "volee",
+        "--",
+        r#"{"type":"ping","version":1}"#,
+    ]);
+    let hello = String::from_utf8_lossy(&ping.stdout).to_string();
+    assert!(hello.contains(r#""type":"hello""#), "{hello}");
+    // A bell in a hidden tab reaches needs_you: only a plugin sees it.
+    let a = env.ok([
+        "launch",
+        "--host",
+        "zellij:vu",
+        "--name",
+        "ringer",
+        "--",
+        "sh",
+        "-c",
+        "echo ready; sleep 4; printf '\\a'; sleep 300",
+    ]);
+    env.ok([
+        "launch",
+        "--host",
+        "zellij:vu",
+        "--name",
+        "front",
+        "--",
+        "sleep",
+        "300",
+    ]);
+    let rang = wait_until(
+        "the bell in the hidden tab reaches needs_you",
+        Duration::from_secs(20),
+        || {
+            let agent = env.agent(&a);
+            (agent["state"] == "needs_you").then_some(agent)
+        },
+        || format!("{}\n{}", env.agent(&a), env.log_tail()),
+    );
+    assert_eq!(rang["evidence"], "bell", "{rang}");
+    assert_eq!(
+        std::fs::read(&config).unwrap(),
+        config_before,
+        "config.kdl untouched"
+    );
+    // zellij itself writes the file again on load (same grants, its own order); volee never
+    // adds to it.
+    let grants = |bytes: &[u8]| {
+        let mut lines: Vec<String> = String::from_utf8_lossy(bytes)
+            .lines()
+            .map(|l| l.trim().to_string())
+            .collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(
+        grants(&std::fs::read(&permissions).unwrap()),
+        grants(&permissions_before),
+        "permissions.kdl holds what the user granted, nothing more"
+    );
+    // `volee down` undoes it: the plugin closes, its file goes.
+    env.ok(["down"]);
+    wait_until(
+        "the plugin closed",
+        Duration::from_secs(10),
+        || plugin_pane().is_none().then_some(()),
+        || format!("{:?}", plugin_pane()),
+    );
+    assert!(!wasm.exists(), "the plugin's file removed");
 }

@@ -48,6 +48,8 @@ pub struct VoleePlugin {
     agents: Option<Vec<AgentView>>,
     watch: BTreeSet<u32>,
     timer_armed: bool,
+    /// Started by `volee up` (configuration `background=true`): hidden once permitted.
+    background: bool,
     /// A pane of ours is on screen (set by `render`, cleared by `Visible(false)`).
     ui_visible: bool,
     pane_named: bool,
@@ -56,6 +58,9 @@ pub struct VoleePlugin {
 
 impl ZellijPlugin for VoleePlugin {
     fn load(&mut self, configuration: BTreeMap<String, String>) {
+        self.background = configuration
+            .get(volee_protocol::zellij::BACKGROUND_KEY)
+            .is_some_and(|v| v == "true");
         self.volee_bin = configuration
             .get("volee_bin")
             .cloned()
@@ -87,6 +92,11 @@ impl ZellijPlugin for VoleePlugin {
             Event::PermissionRequestResult(status) => {
                 let granted = status == PermissionStatus::Granted;
                 self.permitted = Some(granted);
+                if granted && self.background {
+                    // Started by `volee up`: its floating pane showed the permission prompt; from
+                    // now on it runs without a pane, as a `load_plugins` plugin does.
+                    hide_self();
+                }
                 if granted {
                     let ids = get_plugin_ids();
                     self.plugin_id = ids.plugin_id;
@@ -480,6 +490,19 @@ impl VoleePlugin {
                 focus_terminal_pane(pane, false, false);
                 ("ok".to_owned(), false)
             }
+            Ok(PluginCommand::Ping { .. }) => {
+                let hello = PluginEvent::Hello {
+                    version: PIPE_VERSION,
+                    plugin_version: env!("CARGO_PKG_VERSION").to_owned(),
+                    plugin_id: self.plugin_id,
+                };
+                (serde_json::to_string(&hello).unwrap_or_default(), false)
+            }
+            Ok(PluginCommand::Quit { .. }) if self.background => {
+                close_self();
+                ("ok".to_owned(), false)
+            }
+            Ok(PluginCommand::Quit { .. }) => ("not mine".to_owned(), false),
             Err(err) => (format!("error: {err}"), false),
         }
     }

@@ -102,6 +102,21 @@ fn checks() -> Vec<Check> {
             volee_zellij::ZellijError::NotInstalled.hint(),
         ),
     });
+    checks.push(if crate::zellij_ui::embedded() {
+        check(
+            Level::Ok,
+            "zellij plugin",
+            "carried by this binary (`volee up` inside zellij loads it)".into(),
+            None,
+        )
+    } else {
+        check(
+            Level::Warn,
+            "zellij plugin",
+            "not built into this binary (the wasm32-wasip1 target was missing)".into(),
+            Some("rustup target add wasm32-wasip1, then build volee again: cargo install --locked --path crates/volee-cli".into()),
+        )
+    });
     checks.push(
         match first_line("docker", &["version", "--format", "{{.Server.Version}}"]) {
             Some(v) => check(Level::Ok, "docker", format!("engine {v}"), None),

@@ -428,6 +428,18 @@ pub fn nothing_to_launch() -> CliError {
         .hint("or set default_harness in config.toml")
 }
 
+pub fn plugin_not_built() -> CliError {
+    CliError::env("this volee was built without its zellij plugin (the wasm32-wasip1 target was missing)")
+        .hint("rustup target add wasm32-wasip1, then build volee again: cargo install --locked --path crates/volee-cli")
+}
+
+pub fn plugin_mismatch(session: &str, hint: String) -> CliError {
+    CliError::env(format!(
+        "another version of volee's plugin runs in zellij session {session:?}"
+    ))
+    .hint(hint)
+}
+
 pub fn not_inside_zellij() -> CliError {
     CliError::user("not inside zellij: which session?")
         .hint("use --host zellij:SESSION (sessions: zellij list-sessions)")

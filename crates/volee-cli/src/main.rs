@@ -22,6 +22,7 @@ mod send;
 mod setup;
 mod tmux_ui;
 mod worktree;
+mod zellij_ui;
 
 use std::path::PathBuf;
 

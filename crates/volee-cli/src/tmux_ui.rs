@@ -230,6 +230,10 @@ pub fn tmux_init(socket: Option<PathBuf>) -> CliResult {
 }
 
 pub fn up(no_attach: bool) -> CliResult {
+    // Inside zellij, volee runs in zellij: tmux is neither needed nor touched.
+    if let Some(session) = crate::zellij_ui::caller_session() {
+        return crate::zellij_ui::up(&session);
+    }
     volee_tmux::server::version().map_err(|_| tmux_missing())?;
     client()?;
     let socket = caller_socket(None);
@@ -270,6 +274,9 @@ pub fn up(no_attach: bool) -> CliResult {
 }
 
 pub fn down() -> CliResult {
+    if let Some(session) = crate::zellij_ui::caller_session() {
+        crate::zellij_ui::down(&session)?;
+    }
     let paths = paths();
     let mut sockets = vec![caller_socket(None)];
     // The daemon's record of servers where it installed itself (read-only here).

@@ -27,7 +27,11 @@ pub const COMMAND_PIPE: &str = "volee";
 pub const VERSION_ARG: &str = "v";
 /// What the plugin should say when the versions differ (both sides print it).
 pub const MISMATCH_HINT: &str =
-    "rebuild the plugin (cargo build --release --target wasm32-wasip1 in zellij-plugin/) and reload it (zellij action start-or-reload-plugin), or restart the zellij session";
+    "run `volee up` inside the zellij session again (it writes the plugin that matches the binary) and reload it (zellij action start-or-reload-plugin), or restart the zellij session";
+/// The plugin configuration key (`--plugin-configuration background=true`) of the instance
+/// `volee up` starts: it hides its pane once its permissions are granted, and runs like a
+/// plugin of `load_plugins`.
+pub const BACKGROUND_KEY: &str = "background";
 
 /// One terminal pane as the plugin sees it (`PaneUpdate`), with the tab it sits in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,14 +96,22 @@ pub enum PluginCommand {
     },
     /// Bring a pane to the front for the plugin's client (`volee attach`).
     Focus { version: u32, pane: u32 },
+    /// Answer with a [`PluginEvent::Hello`]: `volee up` checks that the plugin it started runs
+    /// and speaks its version.
+    Ping { version: u32 },
+    /// Close the instance `volee up` started (configuration [`BACKGROUND_KEY`]`=true`); other
+    /// instances ignore it (`volee down` broadcasts it: a pipe addressed to a plugin's URL
+    /// starts that plugin again when the pipe ends, measured on zellij 0.45.1).
+    Quit { version: u32 },
 }
 
 impl PluginCommand {
     pub fn version(&self) -> u32 {
         match self {
-            PluginCommand::Agents { version, .. } | PluginCommand::Focus { version, .. } => {
-                *version
-            }
+            PluginCommand::Agents { version, .. }
+            | PluginCommand::Focus { version, .. }
+            | PluginCommand::Ping { version }
+            | PluginCommand::Quit { version } => *version,
         }
     }
 }

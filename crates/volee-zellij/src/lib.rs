@@ -76,6 +76,12 @@ pub struct ListedPane {
     pub tab_id: Option<u32>,
     #[serde(default)]
     pub is_focused: bool,
+    /// A plugin pane's URL (`file:/…/volee.wasm`).
+    #[serde(default)]
+    pub plugin_url: Option<String>,
+    /// Hidden (a background plugin, or a pane hidden by its plugin).
+    #[serde(default)]
+    pub is_suppressed: bool,
 }
 
 /// Parse `list-panes --json --all` output.
@@ -461,6 +467,34 @@ impl ZellijCli {
         })?;
         self.run(&[
             "pipe",
+            "--name",
+            volee_protocol::zellij::COMMAND_PIPE,
+            "--",
+            &json,
+        ])
+        .await
+    }
+
+    /// Send `command` to the plugin at `url` with `configuration` (`key=value,…`), which zellij
+    /// starts in this session when no such instance runs (in a floating pane, measured on
+    /// 0.45.1); its one-line answer. A plugin still waiting for the user to grant its
+    /// permissions does not answer: [`ZellijError::Timeout`].
+    pub async fn pipe_to_plugin(
+        &self,
+        url: &str,
+        configuration: &str,
+        command: &volee_protocol::zellij::PluginCommand,
+    ) -> Result<String, ZellijError> {
+        let json = serde_json::to_string(command).map_err(|e| ZellijError::Unexpected {
+            args: "pipe".into(),
+            output: e.to_string(),
+        })?;
+        self.run(&[
+            "pipe",
+            "--plugin",
+            url,
+            "--plugin-configuration",
+            configuration,
             "--name",
             volee_protocol::zellij::COMMAND_PIPE,
             "--",
