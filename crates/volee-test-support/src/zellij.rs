@@ -37,6 +37,8 @@ pub fn plugin_wasm() -> Option<PathBuf> {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
     let candidates = [
         target.join("wasm32-wasip1/release/volee_zellij_plugin.wasm"),
+        // volee-cli's build script builds it here.
+        target.join("zellij-plugin/wasm32-wasip1/release/volee_zellij_plugin.wasm"),
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../zellij-plugin/target/wasm32-wasip1/release/volee_zellij_plugin.wasm"),
     ];
