@@ -664,6 +664,13 @@ fn volee_up_inside_zellij_loads_the_plugin_without_touching_the_config() {
         || format!("{}\n{}", env.agent(&a), env.log_tail()),
     );
     assert_eq!(rang["evidence"], "bell", "{rang}");
+    // `volee doctor` says the plugin runs in the session that holds agents.
+    let doctor = env.run(["doctor"]);
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        said.contains("zellij session \"vu\": volee's plugin runs"),
+        "{said}"
+    );
     assert_eq!(
         std::fs::read(&config).unwrap(),
         config_before,

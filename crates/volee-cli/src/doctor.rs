@@ -184,6 +184,41 @@ fn checks() -> Vec<Check> {
             None,
         ),
     });
+    // volee's plugin in each zellij session that holds agents (only a running daemon knows).
+    let sessions = volee_daemon::Client::connect(&paths)
+        .ok()
+        .and_then(|mut c| c.request(&volee_protocol::Request::ZellijSessions).ok());
+    if let Some(volee_protocol::Response::ZellijSessions { sessions }) = sessions {
+        for s in sessions {
+            let what = format!("zellij session {:?}", s.name);
+            checks.push(match s.plugin {
+                volee_protocol::PluginState::Running => check(
+                    Level::Ok,
+                    "plugin",
+                    format!("{what}: volee's plugin runs"),
+                    None,
+                ),
+                volee_protocol::PluginState::Missing => check(
+                    Level::Warn,
+                    "plugin",
+                    format!("{what}: no volee plugin (no bells from hidden tabs, no agents pane)"),
+                    Some("run `volee up` inside that session".to_string()),
+                ),
+                volee_protocol::PluginState::Mismatch {
+                    plugin_version,
+                    hint,
+                } => check(
+                    Level::Warn,
+                    "plugin",
+                    format!(
+                        "{what}: its volee plugin speaks protocol {plugin_version}, this volee {}",
+                        volee_protocol::zellij::PIPE_VERSION
+                    ),
+                    Some(hint),
+                ),
+            });
+        }
+    }
     for profile in volee_harness::profiles()
         .iter()
         // volee's own agent is this binary: nothing to find on PATH.

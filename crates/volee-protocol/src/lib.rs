@@ -14,7 +14,7 @@ pub mod zellij;
 /// Bumped whenever a request or response changes shape; a CLI that sees another version restarts
 /// the daemon (the registry survives, see `docs/ARCHITECTURE.md`). 4: keep-alives (a client that
 /// expects them must not take an older daemon's silence for a stopped daemon).
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// How often the daemon sends [`Response::KeepAlive`] on a connection that waits.
 pub const KEEPALIVE_SECS: u64 = 2;
@@ -381,6 +381,9 @@ pub enum Request {
     },
     /// Until when notifications are held back (`volee status`). Answers with `Quiet`.
     QuietState,
+    /// The zellij sessions the daemon watches and whether volee's plugin runs in each
+    /// (`volee doctor`). Answers with `ZellijSessions`.
+    ZellijSessions,
 }
 
 /// How a request failed; the CLI maps kinds to exit codes.
@@ -419,6 +422,9 @@ pub enum Response {
     Quiet {
         until_ms: Option<u64>,
     },
+    ZellijSessions {
+        sessions: Vec<ZellijSession>,
+    },
     Ok,
     /// Not an answer: the daemon is alive and the answer (or the next change) is still to come.
     KeepAlive,
@@ -427,6 +433,25 @@ pub enum Response {
         message: String,
         hints: Vec<String>,
     },
+}
+
+/// A zellij session the daemon watches (it holds live agents), and volee's plugin there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZellijSession {
+    pub name: String,
+    pub plugin: PluginState,
+}
+
+/// Whether volee's zellij plugin answers in a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum PluginState {
+    /// It said hello on the daemon's stream.
+    Running,
+    /// None answers (the session is watched without it: no hidden-tab bells, no agents pane).
+    Missing,
+    /// One answered with another protocol version.
+    Mismatch { plugin_version: u32, hint: String },
 }
 
 #[cfg(test)]

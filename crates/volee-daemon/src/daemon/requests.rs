@@ -72,6 +72,9 @@ impl Daemon {
                 until_ms: self.notices.quiet_until.filter(|u| *u > now_ms()),
             }),
             Request::Quiet { until_ms } => Ok(self.quiet(until_ms)),
+            Request::ZellijSessions => Ok(Response::ZellijSessions {
+                sessions: self.hosts.zellij.sessions(),
+            }),
         };
         let _ = reply.send(answer.unwrap_or_else(|e| e.response()));
     }

@@ -229,6 +229,20 @@ impl ZellijHost {
         self.watches.is_empty()
     }
 
+    /// The sessions watched, and volee's plugin in each.
+    pub fn sessions(&self) -> Vec<volee_protocol::ZellijSession> {
+        let mut sessions: Vec<volee_protocol::ZellijSession> = self
+            .watches
+            .iter()
+            .map(|(name, w)| volee_protocol::ZellijSession {
+                name: name.clone(),
+                plugin: w.plugin_state(),
+            })
+            .collect();
+        sessions.sort_by(|a, b| a.name.cmp(&b.name));
+        sessions
+    }
+
     /// A pane of a forgotten agent: its screen is no longer kept.
     pub fn forget_pane(&mut self, session: &str, pane: ZellijPane) {
         self.screens.remove(&(session.to_string(), pane));
@@ -264,7 +278,16 @@ impl ZellijHost {
                 }
                 vec![HostEvent::PluginHello(session.to_string())]
             }
-            ZellijMsg::Event(PluginEvent::Mismatch { .. }) => Vec::new(),
+            ZellijMsg::Event(PluginEvent::Mismatch {
+                plugin_version,
+                hint,
+                ..
+            }) => {
+                if let Some(w) = self.watches.get_mut(session) {
+                    w.plugin_mismatch(plugin_version, hint);
+                }
+                Vec::new()
+            }
             ZellijMsg::Event(PluginEvent::Panes { panes }) => panes
                 .iter()
                 .flat_map(|p| listed(p.id, &p.title, p.exited, p.exit_status, p.tab))

@@ -44,6 +44,8 @@ pub struct ZellijWatch {
     watched: Arc<Mutex<BTreeSet<u32>>>,
     /// The last `Agents` command sent to the plugins (to send only changes).
     last_agents: String,
+    /// A plugin of another protocol version answered: its version and what to do.
+    mismatch: Option<(u32, String)>,
     /// The newest `Agents` command for the plugins; one task sends it, skipping any that a newer
     /// one replaced while a send was under way.
     agents_tx: tokio::sync::watch::Sender<Option<PluginCommand>>,
@@ -77,6 +79,7 @@ impl ZellijWatch {
             plugin_alive,
             watched,
             last_agents: String::new(),
+            mismatch: None,
             agents_tx,
             tasks: vec![stream, fallback, sender],
         }
@@ -108,6 +111,24 @@ impl ZellijWatch {
     /// A plugin (re)connected: it must be told the agents again.
     pub fn plugin_hello(&mut self) {
         self.last_agents.clear();
+        self.mismatch = None;
+    }
+
+    /// A plugin of another protocol version answered.
+    pub fn plugin_mismatch(&mut self, plugin_version: u32, hint: String) {
+        self.mismatch = Some((plugin_version, hint));
+    }
+
+    /// Whether volee's plugin runs in this session, as the daemon last heard.
+    pub fn plugin_state(&self) -> volee_protocol::PluginState {
+        match (&self.mismatch, self.plugin_alive()) {
+            (_, true) => volee_protocol::PluginState::Running,
+            (Some((plugin_version, hint)), false) => volee_protocol::PluginState::Mismatch {
+                plugin_version: *plugin_version,
+                hint: hint.clone(),
+            },
+            (None, false) => volee_protocol::PluginState::Missing,
+        }
     }
 
     /// The agents' panes in this session.
