@@ -40,7 +40,7 @@ provision() {
   want 'command -v node' nodejs "the conformance tests of npm harnesses"
   want 'command -v npm' npm "installing the pinned harness programs"
   want "python3 -c 'import venv, ensurepip'" python3-venv "Aider's conformance test"
-  want 'command -v dockerd' docker.io "the sandbox tests of volee's own agent"
+  want 'PATH="$PATH:/usr/sbin:/sbin" command -v dockerd' docker.io "the sandbox tests of volee's own agent"
   want "dpkg-query -W -f='\${Status}' busybox-static | grep -q 'install ok installed'" busybox-static "the sandbox image"
   want 'command -v dbus-daemon' dbus-daemon "the desktop notification test"
   want 'command -v dbus-monitor' dbus-bin "the desktop notification test"
@@ -78,7 +78,7 @@ provision() {
 
   # A Docker daemon for the sandbox tests, started when none answers: no bridge and no iptables
   # rules (sandbox containers have no network), bounded wait, log in the cache.
-  if command -v dockerd >/dev/null 2>&1 && ! docker info >/dev/null 2>&1; then
+  if PATH="$PATH:/usr/sbin:/sbin" command -v dockerd >/dev/null 2>&1 && ! docker info >/dev/null 2>&1; then
     if [ "$can_root" = yes ]; then
       echo "provision: starting dockerd (log: $cache/dockerd.log)"
       $sudo sh -c "nohup dockerd --iptables=false --ip6tables=false --bridge=none >>'$cache/dockerd.log' 2>&1 </dev/null &"
@@ -123,7 +123,7 @@ provision() {
   fi
   command -v tmux >/dev/null 2>&1 && tmux -V
   command -v zellij >/dev/null 2>&1 && zellij --version
-  docker version --format 'docker {{.Server.Version}}' 2>/dev/null || true
+  docker info >/dev/null 2>&1 && docker version --format 'docker {{.Server.Version}}' 2>/dev/null
   return 0
 }
 
