@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod bad_input;
+mod cli_docs;
 mod daemon_life;
 mod discovery;
 mod hooks;

@@ -428,6 +428,11 @@ pub fn nothing_to_launch() -> CliError {
         .hint("or set default_harness in config.toml")
 }
 
+pub fn unknown_command(name: &str, known: &[String]) -> CliError {
+    CliError::user(format!("unknown command {name:?}"))
+        .hint(format!("commands: {}", known.join(", ")))
+}
+
 pub fn plugin_not_built() -> CliError {
     CliError::env("this volee was built without its zellij plugin (the wasm32-wasip1 target was missing)")
         .hint("rustup target add wasm32-wasip1, then build volee again: cargo install --locked --path crates/volee-cli")

@@ -17,8 +17,9 @@ pub struct LaunchArgs {
     /// Harness profile (default: `generic` when a command is given after --).
     #[arg(long)]
     harness: Option<String>,
-    /// Where: `tmux` or `tmux:SESSION` (default: your tmux session, else session `volee`).
-    #[arg(long, value_name = "tmux[:SESSION]")]
+    /// Where: `tmux`, `tmux:SESSION`, `zellij` or `zellij:SESSION` (default: your tmux session,
+    /// else session `volee`).
+    #[arg(long, value_name = "tmux[:SESSION]|zellij[:SESSION]")]
     host: Option<String>,
     /// Working directory of the agent (default: yours).
     #[arg(long)]
@@ -39,6 +40,7 @@ pub struct LaunchArgs {
     /// tmux server socket (default: the server you are in, else tmux's default server).
     #[arg(long)]
     socket: Option<PathBuf>,
+    /// Print the agent object as JSON instead of its id.
     #[arg(long)]
     json: bool,
     /// First prompt, for harnesses that take one.

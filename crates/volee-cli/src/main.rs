@@ -12,6 +12,7 @@ mod hook;
 mod instrument;
 mod launch;
 mod launch_plan;
+mod manual;
 mod mcp;
 mod output;
 mod pane_exec;
@@ -26,7 +27,7 @@ mod zellij_ui;
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -50,34 +51,55 @@ enum Command {
     },
     /// Undo `volee up`: remove volee's key bindings and options, restore the status line, stop the daemon.
     Down,
-    /// Start an agent in a new tmux window; prints its id.
+    /// Start an agent in a new tmux window (or zellij tab); prints its id.
+    #[command(after_help = "Examples:
+  volee launch -- python3 my_agent.py                 any command line (the generic profile)
+  volee launch --harness claude --name fix-auth 'fix the login bug'
+  volee launch --harness codex --worktree refactor --join
+  volee launch --host zellij:work -- aider")]
     Launch(launch::LaunchArgs),
     /// volee's own agent (Ollama + a Docker sandbox) in this pane; --prompt for one turn; manage its sessions.
     Agent(agent_cmd::AgentArgs),
     /// List agents (launched and discovered); --all adds ended ones.
+    #[command(after_help = "Examples:
+  volee ls                  live agents: state, for how long, source, where
+  volee ls --all            ended ones too
+  volee ls --json | jq '.[] | select(.state == \"needs_you\") | .id'
+  volee ls --rescan         find agents started outside volee first")]
     Ls {
+        /// Ended agents too.
         #[arg(long)]
         all: bool,
         /// Scan /proc for agents started outside volee before listing.
         #[arg(long)]
         rescan: bool,
+        /// Print JSON: an array of agent objects (the command contract).
         #[arg(long)]
         json: bool,
     },
     /// Show one agent.
     Show {
+        /// The agent: its id, a unique prefix of it, or its name.
         id: String,
+        /// Print JSON (the agent object of the command contract).
         #[arg(long)]
         json: bool,
     },
     /// Why an agent is in its state: every source's latest observation and the rule that decided.
     Explain {
+        /// The agent: its id, a unique prefix of it, or its name.
         id: String,
+        /// Print JSON (the explanation object of the command contract).
         #[arg(long)]
         json: bool,
     },
     /// Wait until an agent reaches one of the states; prints the state it ends in.
+    #[command(after_help = "Examples:
+  volee wait k3f9 --until needs_you,idle          block until it needs you or ends its turn
+  volee wait fix-auth --until done,failed --timeout 600
+  volee wait k3f9 --until needs_you && volee attach k3f9")]
     Wait {
+        /// The agent: its id, a unique prefix of it, or its name.
         id: String,
         /// States to wait for, comma-separated (working, needs_you, idle, done, failed, stopped).
         #[arg(long, value_name = "STATE[,STATE…]")]
@@ -88,7 +110,9 @@ enum Command {
     },
     /// Relaunch an ended agent with its harness's resume line (the generic profile reruns its command).
     Resume {
+        /// The agent: its id, a unique prefix of it, or its name.
         id: String,
+        /// Print JSON (the agent object of the command contract).
         #[arg(long)]
         json: bool,
         /// Give it volee's MCP tools (as `launch --join`); kept anyway when it had them.
@@ -96,9 +120,17 @@ enum Command {
         join: bool,
     },
     /// Bring this terminal to the agent's pane (inside tmux: switch; outside: attach).
-    Attach { id: String },
+    #[command(after_help = "Examples:
+  volee attach k3f9         inside tmux: switch this client there; outside: attach to it
+  volee attach fix-auth     by name
+  volee attach $(volee ls --json | jq -r '[.[] | select(.state == \"needs_you\")][0].id')")]
+    Attach {
+        /// The agent: its id, a unique prefix of it, or its name.
+        id: String,
+    },
     /// End the agent and its whole process group (state `stopped`).
     Stop {
+        /// The agent: its id, a unique prefix of it, or its name.
         id: String,
         /// Also remove its git worktree — only when that loses no uncommitted change and no
         /// commit that no other branch or remote ref has.
@@ -109,10 +141,19 @@ enum Command {
         delete_branch: bool,
     },
     /// Interrupt the current turn without ending the agent.
-    Interrupt { id: String },
-    /// Type a prompt or an answer into the agent (its profile's input rules) and confirm it reacted.
-    Send {
+    Interrupt {
+        /// The agent: its id, a unique prefix of it, or its name.
         id: String,
+    },
+    /// Type a prompt or an answer into the agent (its profile's input rules) and confirm it reacted.
+    #[command(after_help = "Examples:
+  volee send k3f9 y                                answer its (y/n) prompt
+  volee send fix-auth 'now run the tests and fix what fails'
+  volee send k3f9 --wait 30 'summarise what you changed'")]
+    Send {
+        /// The agent: its id, a unique prefix of it, or its name.
+        id: String,
+        /// What to type: a prompt, or an answer such as `y` or `1` (typed as keys).
         text: String,
         /// How long to wait for the agent to react.
         #[arg(long, default_value_t = 5)]
@@ -125,9 +166,13 @@ enum Command {
     /// Check tmux, zellij, Docker, Ollama and every installed harness against its profile.
     Doctor,
     /// Run the installed harness in a private tmux with a throwaway HOME and compare it with its profile.
-    Probe { harness: String },
+    Probe {
+        /// The harness profile's name (see `volee profiles`).
+        harness: String,
+    },
     /// The harness profiles and the versions they were measured on.
     Profiles {
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
@@ -135,14 +180,22 @@ enum Command {
     /// `~/.cursor/hooks.json`): a backup first, every other entry kept; `--undo` (or `volee down`)
     /// takes them out again.
     Setup {
+        /// The harness (`cursor`).
         harness: String,
+        /// Take volee's hooks out again.
         #[arg(long)]
         undo: bool,
     },
     /// Entry point for harness hooks (JSON on stdin); always fast, never fails the harness.
-    Hook { harness: String, event: String },
+    Hook {
+        /// The harness whose hook runs.
+        harness: String,
+        /// Its event name (`Stop`, `Notification`, …).
+        event: String,
+    },
     /// No notifications for a while (default 1h; "off" turns them back on now).
     Quiet {
+        /// How long (`30m`, `2h`), or `off`.
         #[arg(value_name = "DURATION|off")]
         duration: Option<String>,
     },
@@ -151,16 +204,22 @@ enum Command {
     Mcp,
     /// Print the last lines of the agent's screen, escape sequences removed.
     Peek {
+        /// The agent: its id, a unique prefix of it, or its name.
         id: String,
+        /// How many lines, from the bottom.
         #[arg(short = 'n', long, default_value_t = 20)]
         lines: u32,
     },
     /// Forget an ended agent (and close its dead pane).
-    Rm { id: String },
+    Rm {
+        /// The agent: its id, a unique prefix of it, or its name.
+        id: String,
+    },
     /// Forget every ended agent older than the configured retention.
     Prune,
     /// One-line summary: counts by state.
     Status {
+        /// `plain` text, or `tmux` (with its style codes).
         #[arg(long, value_enum, default_value_t = commands::StatusFormat::Plain)]
         format: commands::StatusFormat,
     },
@@ -180,6 +239,7 @@ enum Command {
     },
     /// The picker: a tmux menu of agents that switches to the chosen one (bound to a key).
     Pick {
+        /// The tmux server's socket (default: the one you are in).
         #[arg(long)]
         socket: Option<PathBuf>,
         /// The tmux client to show the menu on.
@@ -188,10 +248,23 @@ enum Command {
     },
     /// Switch to the next agent that needs you (bound to a key).
     Next {
+        /// The tmux server's socket (default: the one you are in).
         #[arg(long)]
         socket: Option<PathBuf>,
+        /// The tmux client to switch.
         #[arg(long)]
         client: Option<String>,
+    },
+    /// Print the shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) of volee, or of one command: `volee man launch | man -l -`.
+    Man {
+        /// A command (default: the whole of volee).
+        command: Option<String>,
     },
     /// Launch the command line typed at the tmux launch prompt (bound to a key).
     #[command(hide = true)]
@@ -267,6 +340,8 @@ fn main() {
             client,
         } => tmux_ui::launch_line(&socket, &pane, client),
         Command::PaneExec { env_file, command } => pane_exec::run(&env_file, &command),
+        Command::Completions { shell } => manual::completions(Cli::command(), shell),
+        Command::Man { command } => manual::man(Cli::command(), command.as_deref()),
     };
     if let Err(e) = result {
         e.print();
