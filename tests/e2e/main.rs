@@ -15,6 +15,7 @@ mod own_agent;
 mod planted;
 mod states;
 mod tmux_front;
+mod tpm;
 mod worktree;
 mod zellij;
 
