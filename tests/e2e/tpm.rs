@@ -21,11 +21,18 @@ fn clone_plugin(env: &TestEnv) -> PathBuf {
     let dest = plugins.join("volee");
     let out = Command::new("git")
         .args(["clone", "--quiet", "--depth", "1"])
-        .arg(format!("file://{}", std::fs::canonicalize(&repo).unwrap().display()))
+        .arg(format!(
+            "file://{}",
+            std::fs::canonicalize(&repo).unwrap().display()
+        ))
         .arg(&dest)
         .output()
         .unwrap();
-    assert!(out.status.success(), "git clone: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git clone: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     dest
 }
 
@@ -48,7 +55,10 @@ fn tpm_loads_volee_from_the_plugins_root() {
         return;
     }
     let plugin = clone_plugin(&env);
-    assert!(plugin.join("volee.tmux").is_file(), "a *.tmux file at the root");
+    assert!(
+        plugin.join("volee.tmux").is_file(),
+        "a *.tmux file at the root"
+    );
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_volee")).parent().unwrap();
     let path = format!(
         "{}:{}",
@@ -66,7 +76,14 @@ fn tpm_loads_volee_from_the_plugins_root() {
     );
     let status = env.tmux(&["show-option", "-gv", "status-right"]);
     assert!(status.contains("@volee-status"), "{status}");
-    assert!(env.ok(["status"]).contains("no agents") || env.run(["ls"]).status.success());
+    // The daemon it started pushes the summary into the status line's option.
+    let pushed = || env.tmux(&["show-option", "-gqv", "@volee-status"]);
+    wait_until(
+        "the daemon pushes @volee-status",
+        Duration::from_secs(10),
+        || (!pushed().trim().is_empty()).then_some(()),
+        pushed,
+    );
 }
 
 #[test]
@@ -97,5 +114,8 @@ fn without_the_binary_tpm_says_how_to_get_it() {
         "{said}"
     );
     let keys = env.tmux(&["list-keys", "-T", "prefix"]);
-    assert!(!keys.contains("volee"), "nothing of volee's was installed: {keys}");
+    assert!(
+        !keys.contains("volee"),
+        "nothing of volee's was installed: {keys}"
+    );
 }
