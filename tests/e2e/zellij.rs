@@ -33,6 +33,30 @@ fn plugin_world(
     Some((serial, env, kill))
 }
 
+/// In zellij session `session`: launch `ringer` running `script` (it rings a bell), then `front`,
+/// which takes the active tab; wait until the bell in ringer's hidden tab makes it need you (zellij
+/// reports a bell only for a tab that is not active, and only to a plugin). Ringer's id.
+fn ring_in_a_hidden_tab(env: &volee_test_support::TestEnv, session: &str, script: &str) -> String {
+    let host = format!("zellij:{session}");
+    let a = env.ok([
+        "launch", "--host", &host, "--name", "ringer", "--", "sh", "-c", script,
+    ]);
+    env.ok([
+        "launch", "--host", &host, "--name", "front", "--", "sleep", "300",
+    ]);
+    let rang = wait_until(
+        "the bell in the hidden tab reaches needs_you",
+        Duration::from_secs(20),
+        || {
+            let agent = env.agent(&a);
+            (agent["state"] == "needs_you").then_some(agent)
+        },
+        || format!("{}\n{}", env.agent(&a), env.log_tail()),
+    );
+    assert_eq!(rang["evidence"], "bell", "{rang}");
+    a
+}
+
 #[test]
 fn a_generic_agent_in_a_zellij_tab_goes_through_its_states() {
     let Some((_serial, mut env)) = setup() else {
@@ -275,38 +299,11 @@ fn with_the_plugin_a_bell_in_a_hidden_tab_needs_you() {
         return;
     };
     // A rings its bell after a while; B, launched after it, takes the active tab.
-    let a = env.ok([
-        "launch",
-        "--host",
-        "zellij:vp",
-        "--name",
-        "ringer",
-        "--",
-        "sh",
-        "-c",
+    let a = ring_in_a_hidden_tab(
+        &env,
+        "vp",
         "echo ready; sleep 4; printf '\\a'; sleep 4; echo again; sleep 2; printf '\\a'; sleep 300",
-    ]);
-    env.ok([
-        "launch",
-        "--host",
-        "zellij:vp",
-        "--name",
-        "front",
-        "--",
-        "sleep",
-        "300",
-    ]);
-    // zellij reports a bell only for a tab that is not active, and only to a plugin.
-    let rang = wait_until(
-        "the bell in the hidden tab reaches needs_you",
-        Duration::from_secs(20),
-        || {
-            let agent = env.agent(&a);
-            (agent["state"] == "needs_you").then_some(agent)
-        },
-        || format!("{}\n{}", env.agent(&a), env.log_tail()),
     );
-    assert_eq!(rang["evidence"], "bell", "{rang}");
     // The plugin marks the hidden tab of an agent that needs you (volee's notification in
     // zellij); zellij's CLI may answer "no active session" for a live one: asked again.
     let tab = format!("ringer ({a})");
@@ -633,37 +630,7 @@ fn volee_up_inside_zellij_loads_the_plugin_without_touching_the_config() {
     let hello = String::from_utf8_lossy(&ping.stdout).to_string();
     assert!(hello.contains(r#""type":"hello""#), "{hello}");
     // A bell in a hidden tab reaches needs_you: only a plugin sees it.
-    let a = env.ok([
-        "launch",
-        "--host",
-        "zellij:vu",
-        "--name",
-        "ringer",
-        "--",
-        "sh",
-        "-c",
-        "echo ready; sleep 4; printf '\\a'; sleep 300",
-    ]);
-    env.ok([
-        "launch",
-        "--host",
-        "zellij:vu",
-        "--name",
-        "front",
-        "--",
-        "sleep",
-        "300",
-    ]);
-    let rang = wait_until(
-        "the bell in the hidden tab reaches needs_you",
-        Duration::from_secs(20),
-        || {
-            let agent = env.agent(&a);
-            (agent["state"] == "needs_you").then_some(agent)
-        },
-        || format!("{}\n{}", env.agent(&a), env.log_tail()),
-    );
-    assert_eq!(rang["evidence"], "bell", "{rang}");
+    ring_in_a_hidden_tab(&env, "vu", "echo ready; sleep 4; printf '\\a'; sleep 300");
     // `volee doctor` says the plugin runs in the session that holds agents.
     let doctor = env.run(["doctor"]);
     let said = String::from_utf8_lossy(&doctor.stdout);

@@ -461,10 +461,7 @@ impl ZellijCli {
         &self,
         command: &volee_protocol::zellij::PluginCommand,
     ) -> Result<String, ZellijError> {
-        let json = serde_json::to_string(command).map_err(|e| ZellijError::Unexpected {
-            args: "pipe".into(),
-            output: e.to_string(),
-        })?;
+        let json = command_json(command)?;
         self.run(&[
             "pipe",
             "--name",
@@ -485,10 +482,7 @@ impl ZellijCli {
         configuration: &str,
         command: &volee_protocol::zellij::PluginCommand,
     ) -> Result<String, ZellijError> {
-        let json = serde_json::to_string(command).map_err(|e| ZellijError::Unexpected {
-            args: "pipe".into(),
-            output: e.to_string(),
-        })?;
+        let json = command_json(command)?;
         self.run(&[
             "pipe",
             "--plugin",
@@ -552,6 +546,14 @@ pub struct SubscribeUpdate {
 }
 
 /// `{"event":"pane_update","is_initial":false,"pane_id":"terminal_1","viewport":[…]}` → an
+/// A plugin command as the one line a pipe carries.
+fn command_json(command: &volee_protocol::zellij::PluginCommand) -> Result<String, ZellijError> {
+    serde_json::to_string(command).map_err(|e| ZellijError::Unexpected {
+        args: "pipe".into(),
+        output: e.to_string(),
+    })
+}
+
 /// update (trailing blank lines dropped); None for other lines.
 pub fn parse_subscribe_line(line: &str) -> Option<SubscribeUpdate> {
     let v: serde_json::Value = serde_json::from_str(line).ok()?;
