@@ -108,10 +108,12 @@ pub fn man(cli: Command, command: Option<&str>) -> CliResult {
                 })
                 .cloned();
             match found {
-                // Its page is named after the whole command line: volee-launch(1).
+                // Its page is named volee-launch(1), as git's are; its synopsis is the command
+                // line the user types: `volee launch …`.
                 Some(sub) => {
-                    let full = format!("volee-{}", sub.get_name());
-                    sub.bin_name(full.clone()).display_name(full)
+                    let page = format!("volee-{}", sub.get_name());
+                    let line = format!("volee {}", sub.get_name());
+                    sub.bin_name(line).display_name(page)
                 }
                 None => {
                     let known: Vec<String> = cli
