@@ -56,7 +56,7 @@ enum Command {
   volee launch -- python3 my_agent.py                 any command line (the generic profile)
   volee launch --harness claude --name fix-auth 'fix the login bug'
   volee launch --harness codex --worktree refactor --join
-  volee launch --host zellij:work -- aider")]
+  volee launch --harness claude --host zellij:work    in a new tab of zellij session work")]
     Launch(launch::LaunchArgs),
     /// volee's own agent (Ollama + a Docker sandbox) in this pane; --prompt for one turn; manage its sessions.
     Agent(agent_cmd::AgentArgs),
@@ -155,8 +155,8 @@ enum Command {
         id: String,
         /// What to type: a prompt, or an answer such as `y` or `1` (typed as keys).
         text: String,
-        /// How long to wait for the agent to react.
-        #[arg(long, default_value_t = 5)]
+        /// How many seconds to wait for the agent to react (exit 1 when it does not).
+        #[arg(long, value_name = "SECS", default_value_t = 5)]
         wait: u64,
         /// Type TEXT as it is: control characters (a carriage return submits, ESC starts a key
         /// sequence) and line breaks outside a paste are kept.
@@ -219,7 +219,7 @@ enum Command {
     Prune,
     /// One-line summary: counts by state.
     Status {
-        /// `plain` text, or `tmux` (with its style codes).
+        /// `plain` text, `tmux` (with its style codes) or `json`.
         #[arg(long, value_enum, default_value_t = commands::StatusFormat::Plain)]
         format: commands::StatusFormat,
     },
