@@ -66,6 +66,13 @@ provision() {
     missing+=("wasm32-wasip1 (no rustup): the zellij plugin's build, so scripts/test stops there")
   fi
 
+  # Gemini CLI 0.61 needs node 20 or later (Debian 12's nodejs is 18: its --version fails).
+  local node_major
+  node_major=$(node --version 2>/dev/null | sed -n 's/^v\([0-9]*\)\..*/\1/p')
+  if [ -n "$node_major" ] && [ "$node_major" -lt 20 ]; then
+    missing+=("node 20 or later (this node is $(node --version)): the Gemini CLI conformance test")
+  fi
+
   # The pinned harness programs of the conformance tests, each in
   # $VOLEE_HARNESS_CACHE/NAME-VERSION/ (the tests install a missing one themselves, slower).
   export VOLEE_HARNESS_CACHE="${VOLEE_HARNESS_CACHE:-$cache/harnesses}"
