@@ -73,7 +73,8 @@ missing_binary() {
   local cargo=""
   if command -v cargo >/dev/null 2>&1 || [ -x "$CARGO_BIN/cargo" ]; then cargo=yes; fi
   if [ -n "$cargo" ] && plain_path "$CURRENT_DIR"; then
-    # Exit status 0 once the build window is open; 1 for any other key (tmux 3.2 and later).
+    # Exit status 0 once the build window is open; 1 for any other key (tmux 3.3 and later:
+    # before, confirm-before does not wait and exits 0).
     tmux confirm-before -t "$CLIENT" \
       -p "volee is not installed: build it now in a new window (cargo install, a few minutes)? (y/n)" \
       "new-window -t '$SESSION:' -n volee-build '$CURRENT_DIR/build.sh'" && return 0
