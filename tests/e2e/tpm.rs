@@ -20,7 +20,7 @@ use std::time::Duration;
 use volee_test_support::{require, wait_until, TestEnv};
 
 use crate::tmux_front::Viewer;
-use crate::{setup, setup_without_server};
+use crate::{output_within, setup, setup_without_server};
 
 /// TPM's `tpm` as far as it sources installed plugins: the plugins named by tmux.conf's
 /// `set -g @plugin` lines, each under the plugin path (tmux's global `TMUX_PLUGIN_MANAGER_PATH`,
@@ -124,11 +124,19 @@ fn user_path(first: &[&Path]) -> String {
 }
 
 /// `prefix I` once the clone is there: TPM sources tmux.conf again, from the running server,
-/// whose environment has `path` as PATH.
+/// whose environment has `path` as PATH. Loading never waits for the user (TPM goes on to the
+/// next plugin): a plugin that asks a question answers it in the background.
 fn prefix_i(env: &TestEnv, path: &str) {
     env.tmux(&["set-environment", "-g", "PATH", path]);
     let conf = env.home().join(".tmux.conf");
-    env.tmux(&["source-file", conf.to_str().unwrap()]);
+    let mut source = env.tmux_command();
+    source.arg("source-file").arg(&conf);
+    let out = output_within(source, Duration::from_secs(20));
+    assert!(
+        out.status.success(),
+        "source-file: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// tmux started by the user from a terminal, with `path` as PATH: the server loads
