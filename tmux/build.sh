@@ -3,8 +3,11 @@
 # it into this tmux server. Runs in a window of its own.
 set -u
 PLUGIN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# cargo on PATH, else where rustup puts it (a tmux server started outside a login shell may
+# not have it on PATH).
+CARGO="$(command -v cargo || printf '%s' "${CARGO_HOME:-${HOME:-}/.cargo}/bin/cargo")"
 echo "building volee: cargo install --locked --path $PLUGIN_DIR/crates/volee-cli"
-if cargo install --locked --path "$PLUGIN_DIR/crates/volee-cli"; then
+if "$CARGO" install --locked --path "$PLUGIN_DIR/crates/volee-cli"; then
   "$PLUGIN_DIR/tmux/volee.tmux"
   echo "volee is built and loaded (prefix a: the picker)."
 else

@@ -37,6 +37,15 @@ pub fn setup() -> Option<(MutexGuard<'static, ()>, TestEnv)> {
     Some((guard, env))
 }
 
+/// `setup` without starting the tmux server: for a test that starts it the way a user does.
+pub fn setup_without_server() -> Option<(MutexGuard<'static, ()>, TestEnv)> {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require("tmux", "volee's end-to-end tests") {
+        return None;
+    }
+    Some((guard, TestEnv::new(env!("CARGO_BIN_EXE_volee"))))
+}
+
 /// `setup` with the environment's directory under `parent`.
 pub fn setup_in(parent: &std::path::Path) -> Option<(MutexGuard<'static, ()>, TestEnv)> {
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -117,12 +117,25 @@ pub(crate) struct Viewer {
 
 impl Viewer {
     pub(crate) fn start(env: &TestEnv) -> Viewer {
-        let socket = env.root().join("viewer.sock");
         let attach = format!(
             "TMUX_TMPDIR='{}' tmux -S '{}' attach -t main",
             env.tmux_tmpdir().display(),
             env.tmux_socket().display()
         );
+        let viewer = Viewer::run(env, &attach);
+        wait_until(
+            "a real client is attached to the private server",
+            Duration::from_secs(5),
+            || viewer_client(env),
+            || env.tmux(&["list-clients"]),
+        );
+        viewer
+    }
+
+    /// A terminal whose shell runs `command` (e.g. a tmux client that starts the private server
+    /// with a config file), without waiting for anything.
+    pub(crate) fn run(env: &TestEnv, command: &str) -> Viewer {
+        let socket = env.root().join("viewer.sock");
         let status = Command::new("tmux")
             .args([
                 "-S",
@@ -136,19 +149,12 @@ impl Viewer {
                 "-y",
                 "40",
             ])
-            .arg(attach)
+            .arg(command)
             .env_remove("TMUX")
             .status()
             .unwrap();
         assert!(status.success());
-        let viewer = Viewer { socket };
-        wait_until(
-            "a real client is attached to the private server",
-            Duration::from_secs(5),
-            || viewer_client(env),
-            || env.tmux(&["list-clients"]),
-        );
-        viewer
+        Viewer { socket }
     }
 
     pub(crate) fn capture(&self) -> String {
@@ -159,7 +165,7 @@ impl Viewer {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         Command::new("tmux")
             .args(["-S", self.socket.to_str().unwrap(), "send-keys"])
             .args(keys)
