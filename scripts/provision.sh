@@ -120,7 +120,7 @@ provision() {
   fi
 
   if [ "${#missing[@]}" -gt 0 ]; then
-    echo "provision: could not set up (as a user without root or passwordless sudo, packages cannot be installed):" >&2
+    echo "provision: could not set up (packages need root or passwordless sudo):" >&2
     printf '  - %s\n' "${missing[@]}" >&2
     if [ -n "${CI:-}" ]; then
       echo "provision: CI is set, so the tests that need them fail instead of skipping" >&2
