@@ -150,6 +150,14 @@ mod tests {
     use clap::{Arg, CommandFactory};
 
     use super::*;
+
+    const SHELLS: [Shell; 5] = [
+        Shell::Bash,
+        Shell::Zsh,
+        Shell::Fish,
+        Shell::Elvish,
+        Shell::PowerShell,
+    ];
     use crate::Cli;
 
     /// Every command `--help` shows, at every depth, with its path (`volee daemon stop`).
@@ -261,13 +269,7 @@ mod tests {
             outer.and_then(|c| c.get_about()).map(|s| s.to_string()),
             Some("shown, holding a hidden one".to_string())
         );
-        for shell in [
-            Shell::Bash,
-            Shell::Zsh,
-            Shell::Fish,
-            Shell::Elvish,
-            Shell::PowerShell,
-        ] {
+        for shell in SHELLS {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut shown(&tree), "t", &mut script);
             let script = String::from_utf8_lossy(&script);
@@ -298,13 +300,7 @@ mod tests {
             .map(|c| c.get_name())
             .collect();
         assert!(!hidden.is_empty(), "volee has hidden commands to leave out");
-        for shell in [
-            Shell::Bash,
-            Shell::Zsh,
-            Shell::Fish,
-            Shell::Elvish,
-            Shell::PowerShell,
-        ] {
+        for shell in SHELLS {
             let script = String::from_utf8_lossy(&completion_script(&cli, shell)).into_owned();
             for name in &hidden {
                 assert!(!script.contains(name), "{shell} offers hidden {name}");

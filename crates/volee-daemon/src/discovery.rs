@@ -58,6 +58,17 @@ pub struct Seen {
     pub tty_nr: u32,
 }
 
+impl Seen {
+    /// How a scan sees process `p`, launched through `wrappers`.
+    pub fn of(p: &Proc, wrappers: Vec<u32>) -> Seen {
+        Seen {
+            start_time: p.stat.start_time,
+            wrappers,
+            tty_nr: p.stat.tty_nr,
+        }
+    }
+}
+
 /// A process started this long ago (in `/proc` ticks, 100 a second) or less counts as a fresh
 /// exec of a harness that restarted itself on the same terminal.
 pub const RESTART_TICKS: u64 = 30 * 100;

@@ -201,14 +201,9 @@ impl Daemon {
             taken.remove(&pid);
             taken.insert(f.pid);
             if let Some(p) = by_pid.get(&f.pid) {
-                self.discovery.seen.insert(
-                    id.clone(),
-                    crate::discovery::Seen {
-                        start_time: p.stat.start_time,
-                        wrappers: f.wrappers.clone(),
-                        tty_nr: p.stat.tty_nr,
-                    },
-                );
+                self.discovery
+                    .seen
+                    .insert(id.clone(), Seen::of(p, f.wrappers.clone()));
             }
             self.registry.edit(&id, |agent| {
                 agent.pid = Some(f.pid);
@@ -402,14 +397,9 @@ impl Daemon {
             );
             record.origin = Origin::Discovered;
             record.pid = Some(f.pid);
-            self.discovery.seen.insert(
-                id.clone(),
-                crate::discovery::Seen {
-                    start_time: proc_.stat.start_time,
-                    wrappers: f.wrappers.clone(),
-                    tty_nr: proc_.stat.tty_nr,
-                },
-            );
+            self.discovery
+                .seen
+                .insert(id.clone(), Seen::of(proc_, f.wrappers.clone()));
             record.worktree = crate::worktree::linked_worktree(Path::new(&record.cwd));
             record.status_file = var("HOME")
                 .and_then(|home| {
