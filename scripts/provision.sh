@@ -66,12 +66,10 @@ provision() {
     missing+=("wasm32-wasip1 (no rustup): the zellij plugin's build, so scripts/test stops there")
   fi
 
-  # Gemini CLI 0.61 needs node 20 or later (Debian 12's nodejs is 18: its --version fails).
-  local node_major
-  node_major=$(node --version 2>/dev/null | sed -n 's/^v\([0-9]*\)\..*/\1/p')
-  if [ -n "$node_major" ] && [ "$node_major" -lt 20 ]; then
-    missing+=("node 20 or later (this node is $(node --version)): the Gemini CLI conformance test")
-  fi
+  # Gemini CLI 0.61 needs node 20 or later; Debian 12's nodejs is 18 (Gemini's --version fails
+  # there). An older node gets a node 20 beside it from the npm registry (the node-linux-ARCH
+  # packages carry the official binaries), kept in the cache and first on PATH for the tests.
+  provision_node "$cache" || missing+=("node 20 or later (this node is $(node --version 2>/dev/null)): the Gemini CLI conformance test")
 
   # The pinned harness programs of the conformance tests, each in
   # $VOLEE_HARNESS_CACHE/NAME-VERSION/ (the tests install a missing one themselves, slower).
@@ -132,6 +130,30 @@ provision() {
   command -v zellij >/dev/null 2>&1 && zellij --version
   docker info >/dev/null 2>&1 && docker version --format 'docker {{.Server.Version}}' 2>/dev/null
   return 0
+}
+
+# node 20 or later first on PATH: the one there when it is new enough, else node-linux-ARCH@20
+# from the npm registry into CACHE/node (installed once). False when neither is possible.
+provision_node() {
+  local cache="$1" major arch dir
+  major=$(node --version 2>/dev/null | sed -n 's/^v\([0-9]*\)\..*/\1/p')
+  [ -z "$major" ] && return 0 # no node at all: the nodejs package's line says what that costs
+  [ "$major" -ge 20 ] && return 0
+  case "$(uname -m)" in
+    x86_64) arch=x64 ;;
+    aarch64) arch=arm64 ;;
+    *) return 1 ;;
+  esac
+  dir="$cache/node/node_modules/node-linux-$arch/bin"
+  if [ ! -x "$dir/node" ]; then
+    command -v npm >/dev/null 2>&1 || return 1
+    echo "provision: node $(node --version) is older than 20: installing node-linux-$arch@20.20.2 into $cache/node"
+    rm -rf "$cache/node.partial"
+    npm install --prefix "$cache/node.partial" --no-audit --no-fund --no-save --loglevel=error "node-linux-$arch@20.20.2" </dev/null >/dev/null \
+      && rm -rf "$cache/node" && mv "$cache/node.partial" "$cache/node" || { rm -rf "$cache/node.partial"; return 1; }
+  fi
+  "$dir/node" --version >/dev/null 2>&1 || return 1
+  export PATH="$dir:$PATH"
 }
 
 # Install each pinned harness of tests/conformance/harnesses.txt that is not in the cache at its
