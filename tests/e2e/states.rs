@@ -276,3 +276,150 @@ fn a_session_watched_again_after_its_last_agent_ended_is_watched_once() {
         env.log_tail()
     );
 }
+
+/// A prompt a program redraws in three writes 30 ms apart (the way a TUI's frame can arrive) is
+/// classified once, whole: the screen model is read only once output settled. Then a resize in
+/// the middle of output: the model follows the pane's size, and agrees with tmux's own screen
+/// when checked.
+#[test]
+fn a_prompt_drawn_in_three_writes_is_read_once_whole_and_the_model_follows_a_resize() {
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+    use volee_protocol::{AgentState, Request, Response};
+
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let id = launch_sh(&env, "drawer", "echo ready; exec sleep 600");
+    assert_eq!(env.wait_state(&id, "idle", 10), "idle");
+    let view = env.agent(&id);
+    let pane = view["host"]["pane"].as_str().unwrap().to_string();
+    let tty = env.tmux(&["display-message", "-p", "-t", &pane, "#{pane_tty}"]);
+    let mut pty = std::fs::OpenOptions::new()
+        .write(true)
+        .open(tty.trim())
+        .unwrap();
+
+    let home = env.volee_home();
+    let paths = volee_daemon::Paths::from_env(
+        |k| (k == "VOLEE_HOME").then(|| home.display().to_string()),
+        nix::unistd::getuid().as_raw(),
+    );
+    let mut watch = volee_daemon::Client::connect(&paths).unwrap();
+    watch.send(&Request::Watch { id: id.clone() }).unwrap();
+    // The first answer is the view now.
+    assert!(matches!(
+        watch.next_response_within(Duration::from_secs(5)).unwrap(),
+        Some(Response::Agent { .. })
+    ));
+
+    // Each write alone is a whole yes/no prompt the rules would take: only the last must be
+    // read.
+    for (i, text) in [
+        "Apply the patch to 3 files? (y/n) ",
+        "\r\x1b[2KApply the patch to 12 files? (y/n) ",
+        "\r\x1b[2KApply the patch to 12 files in src/? (y/n) ",
+    ]
+    .iter()
+    .enumerate()
+    {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        pty.write_all(text.as_bytes()).unwrap();
+    }
+    let mut seen = Vec::new();
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        match watch
+            .next_response_within(Duration::from_millis(200))
+            .unwrap()
+        {
+            Some(Response::Agent { agent }) => seen.push((agent.state, agent.evidence.clone())),
+            Some(other) => panic!("{other:?}"),
+            None if seen.iter().any(|(s, _)| *s == AgentState::NeedsYou) => break,
+            None => {}
+        }
+    }
+    let prompts: Vec<&String> = seen
+        .iter()
+        .filter(|(s, _)| *s == AgentState::NeedsYou)
+        .map(|(_, e)| e)
+        .collect();
+    assert!(
+        !prompts.is_empty(),
+        "never needs_you: {seen:?}\n{}",
+        env.log_tail()
+    );
+    assert!(
+        prompts.iter().all(|e| e.contains("12 files in src/")),
+        "a half-drawn prompt was read: {seen:?}"
+    );
+
+    // Output, a resize in the middle of it, more output: the model takes the new size and agrees
+    // with tmux when checked (the check runs on the first read after a seed, then on a sample).
+    pty.write_all(b"\r\nbefore the resize\r\n").unwrap();
+    env.tmux(&["resize-window", "-t", &pane, "-x", "60", "-y", "15"]);
+    for i in 0..40 {
+        write!(pty, "after the resize, line {i} {}\r\n", "x".repeat(i * 2)).unwrap();
+    }
+    // The next read after MODEL_CHECK_MS (5 s) checks the model against tmux.
+    std::thread::sleep(Duration::from_millis(5500));
+    pty.write_all(b"Overwrite all of them? [y/N] ").unwrap();
+    assert_eq!(env.wait_state(&id, "needs_you", 10), "needs_you");
+    // The check's capture comes back a moment after the read it follows.
+    let explain = || -> serde_json::Value {
+        serde_json::from_str(&env.ok(["explain", &id, "--json"])).unwrap()
+    };
+    let explained = volee_test_support::wait_until(
+        "two checks of the model",
+        Duration::from_secs(3),
+        || {
+            let e = explain();
+            (e["screen"]["checks"].as_u64() >= Some(2)).then_some(e)
+        },
+        || explain().to_string(),
+    );
+    assert_eq!(explained["screen"]["kind"], "model", "{explained}");
+    assert_eq!(
+        explained["screen"]["differences"],
+        0,
+        "{explained}\n{}",
+        env.log_tail()
+    );
+    let peek = env.ok(["peek", &id, "-n", "3"]);
+    assert!(peek.contains("Overwrite all of them? [y/N]"), "{peek}");
+}
+
+/// volee in the C locale (a fresh Debian, a container: no `LANG`): tmux then prints `_` for the
+/// control character volee's formats split on and for every non-ASCII character, unless asked
+/// for UTF-8 (`tmux -u`). Seen on a fresh Debian 12: `volee launch` failed with "tmux new-window
+/// printed an unexpected line".
+#[test]
+fn volee_in_the_c_locale_launches_and_keeps_names_and_titles_whole() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    env.extra_env.push(("LANG".into(), "C".into()));
+    env.extra_env.push(("LC_ALL".into(), "C".into()));
+    let id = launch_sh(
+        &env,
+        "café",
+        "printf '\\033]2;%s\\033\\\\' 'résumé ✓'; echo 'Überschreiben? [y/N] '; exec sleep 60",
+    );
+    let view = env.agent(&id);
+    assert_eq!(view["name"], "café", "{view}");
+    assert!(
+        view["host"]["pane"].as_str().unwrap().starts_with('%'),
+        "{view}"
+    );
+    volee_test_support::wait_until(
+        "the title is recorded whole",
+        std::time::Duration::from_secs(5),
+        || (env.agent(&id)["title"] == "résumé ✓").then_some(()),
+        || env.agent(&id).to_string(),
+    );
+    assert_eq!(env.wait_state(&id, "needs_you", 8), "needs_you");
+    let peek = env.ok(["peek", &id]);
+    assert!(peek.contains("Überschreiben? [y/N]"), "{peek}");
+}

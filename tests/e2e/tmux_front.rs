@@ -226,9 +226,11 @@ fn hostile_title_renders_literally_and_picker_switches() {
         },
         || viewer.capture(),
     );
-    // Rendered literally (no style applied, nothing run), bounded to 30 characters.
+    // Rendered literally (no style applied, nothing run), bounded to 30 characters (where it is
+    // cut depends on the temporary directory's path).
+    let shown: String = title.chars().take(20).collect();
     assert!(
-        screen.contains("#[fg=red]x#(touch /tmp/volee-"),
+        screen.contains(&shown),
         "the title must render literally:\n{screen}"
     );
     // needs_you first: `other` has key 1.

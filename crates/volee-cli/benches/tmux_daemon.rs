@@ -3,11 +3,14 @@
 //! 1. bell → `needs_you`: the time from a BEL written to an agent pane's tty (exactly what an agent
 //!    printing does) to (a) the daemon's watch stream reporting `needs_you` — the state `volee ls`
 //!    shows — and (b) tmux's `@volee-status` option containing "needs you";
+//!    Then a `(y/N)` prompt → `needs_you`: the same agent writes a prompt line (read from its
+//!    screen by the generic profile's rules once output settles); then a busy agent printing
+//!    ≈200 KB/s: the daemon's CPU;
 //! 2. the daemon at steady state with N idle agents: CPU, process spawns, RSS;
 //! 3. `volee ls --json` round trip: socket request in-process, and the whole command.
 //!
-//! `cargo bench -p volee-cli --bench tmux_daemon` (env: BELLS=100, AGENTS=50, IDLE_SECS=60,
-//! DISCOVERY=3s to include the periodic /proc scan).
+//! `cargo bench -p volee-cli --bench tmux_daemon` (env: BELLS=100, PROMPTS=100, BUSY_SECS=20,
+//! AGENTS=50, IDLE_SECS=60, DISCOVERY=3s to include the periodic /proc scan).
 //! Prints a markdown table for docs/benchmarks.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -88,6 +91,8 @@ fn main() {
         return;
     }
     let bells = env_num("BELLS", 100) as usize;
+    let prompts = env_num("PROMPTS", 100) as usize;
+    let busy_secs = env_num("BUSY_SECS", 20);
     let agents = env_num("AGENTS", 50) as usize;
     let idle_secs = env_num("IDLE_SECS", 60);
 
@@ -165,7 +170,60 @@ fn main() {
     }
     to_state.sort_by(f64::total_cmp);
     to_status.sort_by(f64::total_cmp);
+
+    // 1b. prompt latency: output (working), then a prompt on the last line.
+    let mut prompt_ms = Vec::new();
+    for i in 0..prompts {
+        write!(pty, "\r\noutput {i}\r\n").unwrap();
+        while next_state(&mut watch) != AgentState::Working {}
+        let t0 = Instant::now();
+        pty.write_all(format!("Continue {i}? (y/N) ").as_bytes())
+            .unwrap();
+        while next_state(&mut watch) != AgentState::NeedsYou {}
+        prompt_ms.push(t0.elapsed().as_secs_f64() * 1000.0);
+    }
+    prompt_ms.sort_by(f64::total_cmp);
     env.ok(["stop", &id]);
+
+    // 1c. a busy agent: ≈200 KB/s of base64 lines; it logs how many bytes it printed.
+    let count = env.volee_home().join("busy.count");
+    let chunk = env.volee_home().join("busy.chunk");
+    let script = format!(
+        "while :; do head -c 15000 /dev/urandom | base64 -w 100 > '{c}'; cat '{c}'; wc -c < '{c}' >> '{n}'; sleep 0.1; done",
+        c = chunk.display(),
+        n = count.display()
+    );
+    let busy = env.ok([
+        "launch",
+        "--host",
+        "tmux:main",
+        "--name",
+        "busy",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    env.wait_state(&busy, "working", 30);
+    std::thread::sleep(Duration::from_secs(2));
+    let daemon = env.daemon_pid().unwrap();
+    let clk = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .unwrap()
+        .unwrap() as f64;
+    let printed = || -> u64 {
+        std::fs::read_to_string(&count)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse::<u64>().ok())
+            .sum()
+    };
+    let (busy_cpu0, busy_bytes0, busy_t0) = (cpu_ticks(daemon), printed(), Instant::now());
+    std::thread::sleep(Duration::from_secs(busy_secs));
+    let (busy_cpu1, busy_bytes1, busy_elapsed) = (cpu_ticks(daemon), printed(), busy_t0.elapsed());
+    let busy_pct = (busy_cpu1 - busy_cpu0) as f64 / clk / busy_elapsed.as_secs_f64() * 100.0;
+    let busy_rate =
+        busy_bytes1.saturating_sub(busy_bytes0) as f64 / busy_elapsed.as_secs_f64() / 1000.0;
+    env.ok(["stop", &busy]);
 
     // 2. steady state with idle agents.
     let mut ids = Vec::new();
@@ -246,6 +304,7 @@ fn main() {
     for (what, v) in [
         (format!("bell → needs_you in the registry/`volee ls` (ms, {bells} bells)"), &to_state),
         (format!("bell → \"needs you\" in `@volee-status` (ms, {bells} bells; includes ~2 ms per `tmux show` poll)"), &to_status),
+        (format!("`(y/N)` prompt → needs_you in the registry (ms, {prompts} prompts, generic profile)"), &prompt_ms),
         (format!("`ls` request over the socket, {agents} agents (ms, 200 runs)"), &socket_ms),
         (format!("`volee ls --json` whole command, {agents} agents (ms, 50 runs)"), &command_ms),
     ] {
@@ -267,4 +326,11 @@ fn main() {
     println!("| processes the daemon spawned in the window | {new_children} |");
     println!("| forks per second, whole machine (everything else included) | {forks_per_sec:.2} |");
     println!("| RSS (MiB) | {:.1} |", rss as f64 / 1024.0);
+    println!();
+    println!(
+        "| a busy agent printing {busy_rate:.0} KB/s for {} s | value |",
+        busy_elapsed.as_secs()
+    );
+    println!("|---|---|");
+    println!("| daemon CPU (% of one core) | {busy_pct:.2} |");
 }

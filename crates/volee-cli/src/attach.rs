@@ -59,7 +59,10 @@ fn attach_tmux(agent: &AgentView, socket: &str, pane: &str) -> CliResult {
             "tmux -S {socket} attach -t {pane}"
         )));
     }
-    let err = server.command().args(["attach-session", "-t", pane]).exec();
+    let err = server
+        .client_command()
+        .args(["attach-session", "-t", pane])
+        .exec();
     Err(CliError::from_error(Exit::Environment, &err))
 }
 

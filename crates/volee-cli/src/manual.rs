@@ -132,7 +132,17 @@ pub fn man(cli: Command, command: Option<&str>) -> CliResult {
         .manual("volee")
         .render(&mut roff)
         .map_err(|e| CliError::from_error(Exit::Internal, &e))?;
-    write(&roff)
+    write(&ascii_safe(&roff))
+}
+
+/// roff that renders without warnings in every locale: groff's ASCII device has no glyph for an
+/// ellipsis (`\[u2026]`: "can't find special character" in a C locale, seen on a fresh Debian),
+/// so it becomes three dots; dashes and arrows have ASCII fallbacks of groff's own.
+fn ascii_safe(roff: &[u8]) -> Vec<u8> {
+    String::from_utf8_lossy(roff)
+        .replace("\\[u2026]", "...")
+        .replace('…', "...")
+        .into_bytes()
 }
 
 fn write(bytes: &[u8]) -> CliResult {
@@ -183,6 +193,12 @@ mod tests {
             || arg
                 .get_long_help()
                 .is_some_and(|h| !h.to_string().trim().is_empty())
+    }
+
+    #[test]
+    fn the_manual_has_no_ellipsis_groff_cannot_draw_in_ascii() {
+        assert_eq!(ascii_safe(b"a \\[u2026] b \\[u2014]"), b"a ... b \\[u2014]");
+        assert_eq!(ascii_safe("x…".as_bytes()), b"x...");
     }
 
     #[test]

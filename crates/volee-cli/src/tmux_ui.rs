@@ -267,7 +267,7 @@ pub fn up(no_attach: bool) -> CliResult {
         return Ok(());
     }
     let err = server
-        .command()
+        .client_command()
         .args(["attach-session", "-t", "=volee"])
         .exec();
     Err(CliError::from_error(Exit::Environment, &err))

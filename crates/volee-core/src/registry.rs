@@ -269,6 +269,7 @@ impl AgentRecord {
                 self.decision.rule,
                 self.decision.evidence
             ),
+            screen: None,
         }
     }
 }

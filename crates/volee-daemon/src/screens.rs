@@ -2,6 +2,10 @@
 //! settled ([`SCREEN_SETTLE_MS`] after the last output), again when its title changed (at most
 //! twice a second, only for agents without hooks or a listing), and classified by the screen
 //! rules of its harness (embedded, merged with the user's `rules/NAME.toml`).
+//!
+//! A tmux pane's screen is its connection's model (`volee_tmux::screen`), fed by the output
+//! volee reads anyway, so a read costs no tmux command and the settle time can be short; on a
+//! sample ([`MODEL_CHECK_MS`]) the model is compared with tmux's own screen.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -9,8 +13,13 @@ use std::path::PathBuf;
 use volee_core::{AgentRecord, Millis, Observation, PromptMatch, Registry};
 use volee_protocol::ProfileFit;
 
-/// How long after the last output the screen is read for a prompt.
-pub const SCREEN_SETTLE_MS: u64 = 250;
+/// How long after the last output the screen is read for a prompt: longer than the gaps inside
+/// one redraw of the real harnesses (docs/benchmarks.md, "Screen models"), so a prompt drawn in
+/// several writes is read whole.
+pub const SCREEN_SETTLE_MS: u64 = 40;
+/// At most one check of a pane's screen model against tmux's screen per agent in this long (a
+/// check is one `capture-pane` over the connection: a busy agent costs tmux one every 5 s).
+pub const MODEL_CHECK_MS: u64 = 5_000;
 /// At most one title-triggered screen read per agent in this long.
 const TITLE_READ_MS: u64 = 500;
 
@@ -23,6 +32,8 @@ pub struct Screens {
     checked: HashMap<String, Millis>,
     /// When each agent's screen was last read because its title changed.
     title_read_at: HashMap<String, Millis>,
+    /// When each agent's screen model was last checked against tmux.
+    checked_model_at: HashMap<String, Millis>,
 }
 
 impl Screens {
@@ -32,7 +43,21 @@ impl Screens {
             rules: HashMap::new(),
             checked: HashMap::new(),
             title_read_at: HashMap::new(),
+            checked_model_at: HashMap::new(),
         }
+    }
+
+    /// Check agent `id`'s screen model against tmux with this read? The first read does (the
+    /// seed and the first output agree), then one in [`MODEL_CHECK_MS`].
+    pub fn check_model(&mut self, id: &str, now: Millis) -> bool {
+        let due = self
+            .checked_model_at
+            .get(id)
+            .is_none_or(|&at| now >= at + MODEL_CHECK_MS);
+        if due {
+            self.checked_model_at.insert(id.to_string(), now);
+        }
+        due
     }
 
     /// When the next settled screen is due to be read.
@@ -163,5 +188,6 @@ impl Screens {
     pub fn forget(&mut self, id: &str) {
         self.checked.remove(id);
         self.title_read_at.remove(id);
+        self.checked_model_at.remove(id);
     }
 }

@@ -17,6 +17,8 @@ mod coverage;
 mod generic;
 #[path = "runner/merge.rs"]
 mod merge;
+#[path = "runner/model.rs"]
+mod model;
 #[path = "runner/robustness.rs"]
 mod robustness;
 #[path = "runner/timing.rs"]

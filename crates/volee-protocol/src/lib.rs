@@ -218,6 +218,24 @@ pub struct Explanation {
     pub observations: Vec<ObservationView>,
     /// The rule that decided, in one sentence.
     pub decision: String,
+    /// Where its screen is read from, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screen: Option<ScreenSource>,
+}
+
+/// Where the screen rules read an agent's screen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScreenSource {
+    /// `model` (tmux: kept from the pane's output, checked against `capture-pane` on a sample),
+    /// `capture` (tmux, asked each time: not modelled yet), `plugin` (zellij: the screens its
+    /// plugin or `zellij subscribe` pushes).
+    pub kind: String,
+    /// Checks of the model against tmux's own screen so far, and how many found a difference
+    /// (each a defect, logged).
+    #[serde(default)]
+    pub checks: u64,
+    #[serde(default)]
+    pub differences: u64,
 }
 
 /// A request to run a command in a new pane.

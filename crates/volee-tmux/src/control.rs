@@ -19,6 +19,8 @@
 use std::collections::HashMap;
 use std::fmt;
 
+use crate::screen::PaneScreen;
+
 /// Longest line kept; the rest of a longer line is dropped up to its newline. tmux 3.3a writes
 /// `%output` in chunks of a few KiB, so only a broken or hostile stream gets near this.
 pub const MAX_LINE: usize = 1 << 20;
@@ -73,8 +75,9 @@ pub enum ControlEvent {
     WindowAdd { window: String },
     /// `%window-close @W` or `%unlinked-window-close @W`.
     WindowClose { window: String },
-    /// `%layout-change @W layout visible-layout flags`.
-    LayoutChange { window: String },
+    /// `%layout-change @W layout visible-layout flags`: `layout` is the visible layout (a
+    /// zoomed pane at its full size), else the layout.
+    LayoutChange { window: String, layout: String },
     /// `%sessions-changed`.
     SessionsChanged,
     /// `%session-changed $S name`: the control client is now attached to this session.
@@ -138,6 +141,10 @@ struct PaneState {
     vte: vte::Parser,
     /// Bytes fed since the last chunk in which vte completed any action.
     quiet: usize,
+    /// Its screen, when it is modelled ([`ControlParser::model_pane`]) and was seeded.
+    screen: Option<PaneScreen>,
+    /// Modelled: output goes to `screen` once a seed gave it one.
+    modelled: bool,
 }
 
 impl ControlParser {
@@ -171,6 +178,45 @@ impl ControlParser {
     /// Drop a pane's terminal parser state (pane gone).
     pub fn forget_pane(&mut self, pane: &str) {
         self.panes.remove(pane);
+    }
+
+    /// Keep a screen model of `pane` from now on (or stop: `false`). It has none until
+    /// [`ControlParser::seed`] gives it one: output before that is what the seed shows.
+    pub fn model_pane(&mut self, pane: &str, on: bool) {
+        if on {
+            self.panes.entry(pane.to_owned()).or_default().modelled = true;
+        } else if let Some(state) = self.panes.get_mut(pane) {
+            state.modelled = false;
+            state.screen = None;
+        }
+    }
+
+    /// Is `pane` modelled?
+    pub fn is_modelled(&self, pane: &str) -> bool {
+        self.panes.get(pane).is_some_and(|s| s.modelled)
+    }
+
+    /// The modelled panes.
+    pub fn modelled(&self) -> impl Iterator<Item = &str> {
+        self.panes
+            .iter()
+            .filter(|(_, s)| s.modelled)
+            .map(|(p, _)| p.as_str())
+    }
+
+    /// A modelled pane's screen as tmux shows it now (at this point of the stream): it replaces
+    /// the model. Returns the model's text it replaced when that differed from the new one (a
+    /// model that went wrong). Ignored for a pane no longer modelled.
+    pub fn seed(&mut self, pane: &str, screen: PaneScreen) -> Option<String> {
+        let state = self.panes.get_mut(pane).filter(|s| s.modelled)?;
+        let old = state.screen.replace(screen)?;
+        let (old, new) = (old.text(), state.screen.as_ref()?.text());
+        (old != new).then_some(old)
+    }
+
+    /// A modelled, seeded pane's screen.
+    pub fn screen(&self, pane: &str) -> Option<&PaneScreen> {
+        self.panes.get(pane)?.screen.as_ref()
     }
 
     fn push_partial(&mut self, bytes: &[u8]) {
@@ -248,7 +294,16 @@ impl ControlParser {
             b"%window-close" | b"%unlinked-window-close" => {
                 word(args).map(|window| ControlEvent::WindowClose { window })
             }
-            b"%layout-change" => word(args).map(|window| ControlEvent::LayoutChange { window }),
+            b"%layout-change" => {
+                let (window, rest) = split_word(args);
+                let (layout, rest) = split_word(rest);
+                let (visible, _) = split_word(rest);
+                let layout = if visible.is_empty() { layout } else { visible };
+                (!window.is_empty()).then(|| ControlEvent::LayoutChange {
+                    window: lossy(window),
+                    layout: lossy(layout),
+                })
+            }
             b"%sessions-changed" => Some(ControlEvent::SessionsChanged),
             b"%session-changed" => {
                 let (session, name) = split_word(args);
@@ -280,13 +335,21 @@ impl ControlParser {
             drawn: false,
         };
         state.vte.advance(&mut signals, &data);
+        if let Some(screen) = &mut state.screen {
+            screen.feed(&data);
+        }
         if signals.progressed {
             state.quiet = 0;
         } else {
             state.quiet += data.len();
             if state.quiet > MAX_QUIET_BYTES {
                 // Most likely an OSC string that never ends; vte would buffer all of it.
-                *state = PaneState::default();
+                state.vte = vte::Parser::default();
+                state.quiet = 0;
+                // The model's own tokenizer holds the same string: end it there too.
+                if let Some(screen) = &mut state.screen {
+                    screen.feed(b"\x1b\\");
+                }
             }
         }
         let Signals {
@@ -626,6 +689,7 @@ parse error: syntax error\n\
             },
             LayoutChange {
                 window: "@3".into(),
+                layout: "b25d,80x24,0,0,2".into(),
             },
             WindowClose {
                 window: "@3".into(),

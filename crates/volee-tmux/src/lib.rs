@@ -9,8 +9,11 @@
 //!   `%begin`/`%end` reply blocks.
 //! * [`format`]: building `-F` formats whose replies split safely, and quoting arguments so a
 //!   command line written to control-mode stdin (or a file for `source-file`) reaches tmux verbatim.
+//! * [`screen`]: a pane's screen modelled from its output (a terminal emulator, `vt100`), seeded
+//!   and checked from `capture-pane`; pane sizes from tmux layout strings.
 //! * [`connection`]: one control-mode client owned by the daemon: commands in, replies and
-//!   notifications out.
+//!   notifications out, the screen models of the panes it is asked to model kept in stream
+//!   order.
 //! * [`server`]: one-shot `tmux -S SOCKET …` commands for rare structural work.
 //!
 //! Making agent text inert inside tmux formats is `volee_view::tmux_text` (pure, shared with the
@@ -23,4 +26,5 @@
 pub mod connection;
 pub mod control;
 pub mod format;
+pub mod screen;
 pub mod server;

@@ -51,9 +51,20 @@ impl TmuxServer {
         &self.socket
     }
 
-    /// `tmux -S SOCKET` with the caller's `TMUX` removed, so it never refuses to nest and never
-    /// talks to another server.
+    /// `tmux -u -S SOCKET` with the caller's `TMUX` removed, so it never refuses to nest and
+    /// never talks to another server. `-u`: what tmux prints is UTF-8 whatever the locale — in a
+    /// C locale (a fresh Debian, a container) tmux otherwise prints `_` for every control
+    /// character and every non-ASCII one, the field separator of volee's formats and accented
+    /// names included (seen on a fresh Debian 12: `new-window -P -F` printed `@1_%1`).
     pub fn command(&self) -> Command {
+        let mut cmd = self.client_command();
+        cmd.arg("-u");
+        cmd
+    }
+
+    /// [`TmuxServer::command`] without `-u`, for a client the user sees (`attach-session`): tmux
+    /// then draws for the user's own terminal as their locale says.
+    pub fn client_command(&self) -> Command {
         let mut cmd = Command::new("tmux");
         cmd.arg("-S")
             .arg(&self.socket)

@@ -21,12 +21,13 @@ pub use text::{
 
 use volee_protocol::{AgentState, AgentView};
 
-/// The order states are shown in everywhere: what waits on the user first, ended agents last.
+/// The order states are shown in everywhere: what waits on the user first (a prompt, then a
+/// failure), ended agents last.
 pub const DISPLAY_ORDER: [AgentState; 6] = [
     AgentState::NeedsYou,
+    AgentState::Failed,
     AgentState::Working,
     AgentState::Idle,
-    AgentState::Failed,
     AgentState::Done,
     AgentState::Stopped,
 ];
@@ -51,14 +52,13 @@ pub fn state_words(state: AgentState) -> &'static str {
     }
 }
 
-/// Agents in display order: by state as in [`DISPLAY_ORDER`], then longest in that state first
-/// (unreadable times last), then by id so the order is stable.
+/// Agents in display order: by state as in [`DISPLAY_ORDER`], then by name, then by id: a row
+/// moves only when its agent's state changes.
 pub fn in_display_order(agents: &[AgentView]) -> Vec<&AgentView> {
     let mut sorted: Vec<&AgentView> = agents.iter().collect();
-    sorted.sort_by_cached_key(|a| {
-        let rank = DISPLAY_ORDER.iter().position(|s| *s == a.state);
-        let since = text::epoch_secs(&a.state_since).unwrap_or(u64::MAX);
-        (rank, since, a.id.clone())
+    sorted.sort_by(|a, b| {
+        let rank = |a: &AgentView| DISPLAY_ORDER.iter().position(|s| *s == a.state);
+        (rank(a), &a.name, &a.id).cmp(&(rank(b), &b.name, &b.id))
     });
     sorted
 }
@@ -142,19 +142,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn display_order_is_state_then_oldest_then_id() {
+    fn display_order_is_state_then_name_then_id() {
         let agents = [
-            agent("a", "a", AgentState::Idle, "2025-01-01T00:01:00Z"),
-            agent("b", "b", AgentState::NeedsYou, "2025-01-01T00:05:00Z"),
-            agent("c", "c", AgentState::NeedsYou, "2025-01-01T00:02:00Z"),
-            agent("d", "d", AgentState::Stopped, "2025-01-01T00:00:00Z"),
-            agent("e", "e", AgentState::Working, "garbage"),
-            agent("f", "f", AgentState::Working, "2025-01-01T00:09:00Z"),
+            agent("a", "z1", AgentState::Idle, "2025-01-01T00:01:00Z"),
+            agent("b", "z7", AgentState::NeedsYou, "2025-01-01T00:05:00Z"),
+            agent("c", "z2", AgentState::NeedsYou, "2025-01-01T00:02:00Z"),
+            agent("d", "z0", AgentState::Stopped, "2025-01-01T00:00:00Z"),
+            agent("e", "z5", AgentState::Working, "garbage"),
+            agent("f", "z5", AgentState::Working, "2025-01-01T00:09:00Z"),
+            agent("g", "z9", AgentState::Failed, "2025-01-01T00:09:00Z"),
         ];
         let ids: Vec<&str> = in_display_order(&agents)
             .iter()
             .map(|a| a.id.as_str())
             .collect();
-        assert_eq!(ids, ["c", "b", "f", "e", "a", "d"]);
+        assert_eq!(ids, ["c", "b", "g", "e", "f", "a", "d"]);
     }
 }

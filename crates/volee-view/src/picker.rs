@@ -23,8 +23,8 @@ pub struct MenuItem {
     pub agent_id: String,
 }
 
-/// One menu row per agent, in display order (needs_you first, then working, idle, failed, done,
-/// stopped; oldest state first within one), columns padded to the widest cell in the menu.
+/// One menu row per agent, in display order (needs_you first, then failed, working, idle, done,
+/// stopped; by name within one), columns padded to the widest cell in the menu.
 pub fn menu_items(agents: &[AgentView], now_epoch_secs: u64) -> Vec<MenuItem> {
     let ordered = in_display_order(agents);
     let rows: Vec<[String; 5]> = ordered

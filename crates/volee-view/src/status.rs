@@ -171,7 +171,7 @@ mod tests {
     fn plain_and_json() {
         use AgentState::*;
         let c = counts(&[Failed, Working, NeedsYou, NeedsYou]);
-        assert_eq!(status_plain(&c), "2 needs_you, 1 working, 1 failed");
+        assert_eq!(status_plain(&c), "2 needs_you, 1 failed, 1 working");
         assert_eq!(status_plain(&Counts::default()), "no agents");
         let json = status_json(&c);
         assert_eq!(json["needs_you"], 2);

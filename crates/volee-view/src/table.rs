@@ -152,6 +152,16 @@ pub fn explanation_text(ex: &Explanation, now_epoch_secs: u64) -> String {
         age_of(&a.state_since, now_epoch_secs),
         plain_text(&ex.decision, VALUE_MAX),
     );
+    if let Some(screen) = &ex.screen {
+        out.push_str(&format!("screen: {}", plain_text(&screen.kind, 16)));
+        if screen.checks > 0 {
+            out.push_str(&format!(
+                " (checked against tmux {} times, {} differences)",
+                screen.checks, screen.differences
+            ));
+        }
+        out.push('\n');
+    }
     if ex.observations.is_empty() {
         out.push_str("observations: none\n");
         return out;
@@ -332,6 +342,7 @@ z9    évite[2J              claude   done       2d   process  -
                 },
             ],
             decision: "hooks report a permission prompt, newer than screen output".into(),
+            screen: None,
         };
         let expected = "\
 k3f9 fix-auth: needs_you (source hooks, since 3m)
@@ -346,5 +357,15 @@ observations:
             ..ex
         };
         assert!(explanation_text(&bare, NOW).ends_with("observations: none\n"));
+        let modelled = Explanation {
+            screen: Some(volee_protocol::ScreenSource {
+                kind: "model".into(),
+                checks: 3,
+                differences: 0,
+            }),
+            ..bare
+        };
+        assert!(explanation_text(&modelled, NOW)
+            .contains("\nscreen: model (checked against tmux 3 times, 0 differences)\n"));
     }
 }

@@ -74,6 +74,9 @@ pub struct ListedPane {
     pub tab_name: String,
     #[serde(default)]
     pub tab_id: Option<u32>,
+    /// The command the pane runs; zellij's default title for it.
+    #[serde(default)]
+    pub terminal_command: Option<String>,
     #[serde(default)]
     pub is_focused: bool,
     /// A plugin pane's URL (`file:/…/volee.wasm`).

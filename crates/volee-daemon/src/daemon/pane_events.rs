@@ -136,9 +136,15 @@ impl Daemon {
         let Some(pane) = self.hosts.watched_pane(agent) else {
             return;
         };
+        let check = self.screens.check_model(id, now_ms());
         let (tx, id) = (self.tx.clone(), id.to_string());
         tokio::spawn(async move {
-            if let Ok(text) = pane.screen(0).await {
+            let text = pane.screen(0).await;
+            if check {
+                // After the read: the check's capture and the model's text are of one moment.
+                pane.check_model();
+            }
+            if let Ok(text) = text {
                 let _ = tx.send(Msg::ScreenRead {
                     id,
                     text,

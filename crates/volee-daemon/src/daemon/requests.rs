@@ -85,7 +85,9 @@ impl Daemon {
     }
 
     fn explain(&self, query: &str) -> Result<Response, RequestError> {
-        let explanation = self.registry.resolve(query)?.explain();
+        let agent = self.registry.resolve(query)?;
+        let mut explanation = agent.explain();
+        explanation.screen = self.hosts.screen_source(agent);
         Ok(Response::Explanation { explanation })
     }
 

@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use volee_core::{AgentRecord, ExitFact, Registry};
-use volee_protocol::Host;
+use volee_protocol::{Host, ScreenSource};
 
 pub use self::zellij::ZellijPane;
 
@@ -172,6 +172,14 @@ impl PaneRef {
         matches!(self, PaneRef::Tmux(_))
     }
 
+    /// Have the host compare its screen model of the pane with its own screen (tmux; zellij
+    /// keeps none).
+    pub fn check_model(&self) {
+        if let PaneRef::Tmux(p) = self {
+            p.check_model();
+        }
+    }
+
     /// Close the pane.
     pub async fn close(&self) -> Result<(), HostError> {
         match self {
@@ -264,6 +272,42 @@ impl Hosts {
         }
     }
 
+    /// Where agent `agent`'s screen is read from (None: it has no pane volee reads).
+    pub fn screen_source(&self, agent: &AgentRecord) -> Option<ScreenSource> {
+        let source = |kind: &str| ScreenSource {
+            kind: kind.into(),
+            checks: 0,
+            differences: 0,
+        };
+        match &agent.host {
+            Host::Tmux {
+                socket,
+                session,
+                pane,
+                ..
+            } => {
+                let key = volee_tmux::connection::SessionKey {
+                    socket: socket.into(),
+                    session: session.clone(),
+                };
+                if !self.tmux.is_modelled(&key, pane) {
+                    return Some(source("capture"));
+                }
+                let checks = self
+                    .tmux
+                    .model_checks(std::path::Path::new(socket), pane)
+                    .unwrap_or_default();
+                Some(ScreenSource {
+                    checks: checks.checks,
+                    differences: checks.differences,
+                    ..source("model")
+                })
+            }
+            Host::Zellij { .. } => Some(source("plugin")),
+            _ => None,
+        }
+    }
+
     /// Keep the hosts' watches in line with the live agents: control connections of sessions
     /// without one close, zellij watches follow their agents' panes.
     pub fn sync(&mut self, registry: &Registry) {
@@ -275,7 +319,10 @@ impl Hosts {
     pub fn forget(&mut self, agent: &AgentRecord) {
         self.index.retain(|_, id| *id != agent.id);
         match PaneKey::of(&agent.host) {
-            Some(PaneKey::Tmux { socket, pane }) => tmux::close_if_dead(socket, pane),
+            Some(PaneKey::Tmux { socket, pane }) => {
+                self.tmux.forget_checks(&socket, &pane);
+                tmux::close_if_dead(socket, pane);
+            }
             Some(PaneKey::Zellij { session, pane }) => self.zellij.forget_pane(&session, pane),
             None => {}
         }

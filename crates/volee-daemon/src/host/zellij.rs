@@ -255,10 +255,11 @@ impl ZellijHost {
             pane: ZellijPane(pane),
         };
         let listed = |id: u32, title: &str, exited: bool, status: Option<i32>, tab: usize| {
-            let mut events = vec![
-                HostEvent::Pane(key(id), PaneEvent::Tab(tab as u32)),
-                HostEvent::Pane(key(id), PaneEvent::Title(title.to_string())),
-            ];
+            let mut events = vec![HostEvent::Pane(key(id), PaneEvent::Tab(tab as u32))];
+            events.push(HostEvent::Pane(
+                key(id),
+                PaneEvent::Title(title.to_string()),
+            ));
             if exited {
                 events.push(HostEvent::Pane(
                     key(id),
@@ -290,13 +291,19 @@ impl ZellijHost {
             }
             ZellijMsg::Event(PluginEvent::Panes { panes }) => panes
                 .iter()
-                .flat_map(|p| listed(p.id, &p.title, p.exited, p.exit_status, p.tab))
+                .flat_map(|p| {
+                    let title = own_title(&p.title, p.terminal_command.as_deref());
+                    listed(p.id, title, p.exited, p.exit_status, p.tab)
+                })
                 .collect(),
             ZellijMsg::Panes(panes) => {
                 let terminals = panes.iter().filter(|p| !p.is_plugin);
                 let mut events: Vec<HostEvent> = terminals
                     .clone()
-                    .flat_map(|p| listed(p.id, &p.title, p.exited, p.exit_status, p.tab_position))
+                    .flat_map(|p| {
+                        let title = own_title(&p.title, p.terminal_command.as_deref());
+                        listed(p.id, title, p.exited, p.exit_status, p.tab_position)
+                    })
                     .collect();
                 events.push(HostEvent::SessionPanes {
                     session: session.to_string(),
@@ -376,6 +383,15 @@ impl ZellijHost {
             host_env: zellij_env(&o.env),
             pane: PaneRef::Zellij(ZellijPaneRef { cli, pane }),
         })
+    }
+}
+
+/// The title a pane's program set: zellij titles a pane with its command line until the program
+/// sets one (for an agent volee launched, `…/volee pane-exec …`), which is no title of the agent's.
+fn own_title<'a>(title: &'a str, command: Option<&str>) -> &'a str {
+    match command {
+        Some(command) if title.trim() == command.trim() => "",
+        _ => title,
     }
 }
 
