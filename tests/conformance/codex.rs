@@ -260,6 +260,19 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
             "working before the approval prompt"
         );
         assert!(!marker.exists(), "the tool ran before it was approved");
+        // volee's own part of it: from the approval screen's last output reaching volee (the
+        // time the screen observation carries) to needs_you in `volee ls`.
+        let explained: serde_json::Value =
+            serde_json::from_str(&env.ok(["explain", &id, "--json"])).unwrap();
+        let asked_wall = std::time::SystemTime::now() - asked.at.elapsed();
+        let screen_to_needs_you = explained["observations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["source"] == "screen" && o["kind"] == "prompt")
+            .and_then(|o| humantime::parse_rfc3339(o["at"].as_str()?).ok())
+            .and_then(|drawn| asked_wall.duration_since(drawn).ok());
+        assert_eq!(explained["screen"]["kind"], "model", "{explained}");
         let peek = env.ok(["peek", &id, "-n", "40"]);
         assert!(peek.contains("1. Yes, proceed (y)"), "{peek}");
         // A user takes a moment: the prompt stays needs_you, and nothing runs meanwhile.
@@ -356,6 +369,14 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
             asked.source,
             asked.evidence
         );
+        match screen_to_needs_you {
+            Some(d) => eprintln!(
+                "approval screen's last output → needs_you in volee ls: {:.0} ms (decided by {})",
+                d.as_secs_f64() * 1000.0,
+                asked.source
+            ),
+            None => eprintln!("approval screen → needs_you: no screen observation before it"),
+        }
         eprintln!(
             "idle after approval: {} {}",
             finished.source, finished.evidence
