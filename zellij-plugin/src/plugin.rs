@@ -12,9 +12,9 @@ use volee_protocol::AgentView;
 use volee_view::zellij::{launch_argv, screen_tail, Key as UiKey, Ui, UiAction};
 use zellij_tile::prelude::*;
 
-/// How often watched panes in hidden tabs are polled (zellij pushes nothing for them).
-const POLL_SECS: f64 = 0.5;
-/// How often the visible UI pane re-renders so the ages in it move, when nothing is polled.
+/// How often the visible UI pane re-renders so the ages in it move. Nothing else runs on a
+/// timer: panes in hidden tabs are read when the daemon asks (`PluginCommand::Read`, when their
+/// pty was written to), so an idle session costs nothing.
 const UI_TICK_SECS: f64 = 1.0;
 /// Open stream pipes kept at most (the oldest is dropped first).
 const MAX_STREAMS: usize = 4;
@@ -44,6 +44,8 @@ pub struct VoleePlugin {
     sent_panes: Option<Vec<ZellijPane>>,
     /// Last screen lines reported per watched pane.
     screens: HashMap<u32, Vec<String>>,
+    /// Each terminal pane's process, once zellij said (a pane just opened has none yet).
+    pids: HashMap<u32, u32>,
     /// From the daemon's `Agents`; `None` before the first one.
     agents: Option<Vec<AgentView>>,
     watch: BTreeSet<u32>,
@@ -118,6 +120,7 @@ impl ZellijPlugin for VoleePlugin {
                     .collect();
                 panes.sort_by_key(|(tab, p)| (*tab, p.id));
                 self.manifest = panes;
+                self.fill_pids();
                 self.send_panes_if_changed();
                 self.arm_timer();
                 false
@@ -186,9 +189,6 @@ impl ZellijPlugin for VoleePlugin {
             }
             Event::Timer(_) => {
                 self.timer_armed = false;
-                if self.permitted == Some(true) {
-                    self.poll_hidden();
-                }
                 self.arm_timer();
                 self.ui_visible
             }
@@ -311,6 +311,7 @@ impl VoleePlugin {
                     is_focused: p.is_focused,
                     tab_active,
                     terminal_command: p.terminal_command.clone(),
+                    pid: self.pids.get(&p.id).copied(),
                 }
             })
             .collect()
@@ -337,47 +338,60 @@ impl VoleePlugin {
         }
     }
 
-    /// Watched panes in tabs that are not active: zellij pushes no render or title for them.
-    fn hidden_watched(&self) -> Vec<u32> {
-        self.manifest
-            .iter()
-            .filter(|(tab, p)| {
-                self.watch.contains(&p.id) && !self.tabs.get(tab).is_some_and(|(_, active)| *active)
-            })
-            .map(|(_, p)| p.id)
-            .collect()
-    }
-
-    /// One timer at a time: fast while watched panes sit in hidden tabs, slow while only the UI
-    /// pane's ages need refreshing, none otherwise (an idle background plugin costs nothing).
+    /// One timer at a time, and only while the UI pane is shown (its ages move): an idle
+    /// background plugin costs nothing.
     fn arm_timer(&mut self) {
-        if self.timer_armed || self.permitted != Some(true) {
+        if self.timer_armed || self.permitted != Some(true) || !self.ui_visible {
             return;
         }
-        let secs = if !self.hidden_watched().is_empty() {
-            POLL_SECS
-        } else if self.ui_visible {
-            UI_TICK_SECS
-        } else {
-            return;
-        };
-        set_timeout(secs);
+        set_timeout(UI_TICK_SECS);
         self.timer_armed = true;
     }
 
-    fn poll_hidden(&mut self) {
-        for pane in self.hidden_watched() {
+    /// Ask zellij for the process of each terminal pane that has none yet (the daemon watches its
+    /// terminal); kept once known.
+    fn fill_pids(&mut self) {
+        if self.permitted != Some(true) {
+            return;
+        }
+        let manifest = &self.manifest;
+        self.pids
+            .retain(|id, _| manifest.iter().any(|(_, p)| p.id == *id));
+        for (_, p) in &self.manifest {
+            if self.pids.contains_key(&p.id) {
+                continue;
+            }
+            if let Some(pid) = get_pane_pid(PaneId::Terminal(p.id))
+                .ok()
+                .and_then(|pid| u32::try_from(pid).ok())
+            {
+                self.pids.insert(p.id, pid);
+            }
+        }
+    }
+
+    /// Read watched panes now (the daemon saw their ptys written to): each screen goes out as a
+    /// `Read` (not activity: the daemon saw the write), titles and exits as `Panes` when they
+    /// changed.
+    fn read_panes(&mut self, panes: &[u32]) {
+        self.fill_pids();
+        for &pane in panes.iter().filter(|p| self.watch.contains(p)) {
             if let Some(info) = get_pane_info(PaneId::Terminal(pane)) {
                 if let Some((_, known)) = self.manifest.iter_mut().find(|(_, p)| p.id == pane) {
                     known.title = info.title;
                     known.exited = info.exited;
                     known.exit_status = info.exit_status;
                     // Not `is_focused`: `get_pane_info` reports it for the caller's client and
-                    // would flip against `PaneUpdate`'s value on every poll.
+                    // would flip against `PaneUpdate`'s value.
                 }
             }
             if let Ok(contents) = get_pane_scrollback(PaneId::Terminal(pane), false) {
-                self.report_screen(pane, &contents.viewport);
+                let lines = screen_tail(&contents.viewport);
+                self.emit(&PluginEvent::Read {
+                    pane,
+                    lines: lines.clone(),
+                });
+                self.screens.insert(pane, lines);
             }
         }
         self.send_panes_if_changed();
@@ -475,6 +489,8 @@ impl VoleePlugin {
                 }
                 self.agents = Some(agents);
                 self.mark_tabs();
+                self.fill_pids();
+                self.send_panes_if_changed();
                 // A newly watched pane's current screen, without waiting for it to change.
                 if self.permitted == Some(true) {
                     for pane in added {
@@ -488,6 +504,12 @@ impl VoleePlugin {
             }
             Ok(PluginCommand::Focus { pane, .. }) => {
                 focus_terminal_pane(pane, false, false);
+                ("ok".to_owned(), false)
+            }
+            Ok(PluginCommand::Read { panes, .. }) => {
+                if self.permitted == Some(true) {
+                    self.read_panes(&panes);
+                }
                 ("ok".to_owned(), false)
             }
             Ok(PluginCommand::Ping { .. }) => {

@@ -4,6 +4,8 @@
 //! 1. title, bell and exit → the state `volee ls` shows, for an agent in the active tab (visible)
 //!    and for agents in hidden tabs: from bytes written to the agent pane's tty (what the agent
 //!    printing does) or a signal to its process, to the daemon's watch stream reporting it;
+//!    A `(y/N)` prompt written to a hidden agent (the screen rules read it once the plugin read
+//!    the pane);
 //! 2. CPU of the zellij server (the plugin runs inside it) and of the daemon with N idle agents.
 //!
 //! `cargo bench -p volee-cli --bench zellij_daemon` (env: AGENTS=10, ROUNDS=10, IDLE_SECS=30).
@@ -180,6 +182,7 @@ fn main() {
     // 1. latencies.
     let (mut title_hidden, mut title_visible) = (Vec::new(), Vec::new());
     let mut bell_hidden = Vec::new();
+    let mut prompt_hidden = Vec::new();
     let visible = agents - 1;
     for r in 0..rounds {
         for (n, a) in all.iter_mut().enumerate() {
@@ -209,6 +212,14 @@ fn main() {
             let t0 = Instant::now();
             a.tty.write_all(b"\x07").unwrap();
             bell_hidden.push(until(&mut watch, t0, |v| v.state == AgentState::NeedsYou));
+            // A prompt on the screen (the generic rules read it): output first, then the prompt.
+            write!(a.tty, "\r\noutput again {r}\r\n").unwrap();
+            until(&mut watch, Instant::now(), |v| {
+                v.state == AgentState::Working
+            });
+            let t0 = Instant::now();
+            write!(a.tty, "Continue {r}? (y/N) ").unwrap();
+            prompt_hidden.push(until(&mut watch, t0, |v| v.state == AgentState::NeedsYou));
         }
     }
     // Exits: every hidden agent, then the visible one.
@@ -239,6 +250,7 @@ fn main() {
     row("OSC 2 title, active tab", &mut title_visible);
     row("OSC 2 title, hidden tab", &mut title_hidden);
     row("BEL → needs_you, hidden tab", &mut bell_hidden);
+    row("`(y/N)` prompt → needs_you, hidden tab", &mut prompt_hidden);
     row("SIGTERM → failed, active tab", &mut exit_visible);
     row("SIGTERM → failed, hidden tab", &mut exit_hidden);
     println!();

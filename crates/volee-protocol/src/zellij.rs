@@ -8,7 +8,9 @@
 //!   client) may all write: the daemon deduplicates (events are idempotent, see each variant).
 //! - **Daemon → plugin**: one-shot `zellij --session S pipe --name volee -- JSON` with one
 //!   [`PluginCommand`]; the plugin answers with one line (`"ok"` or a [`PluginEvent::Mismatch`]) and
-//!   unblocks the pipe.
+//!   unblocks the pipe. Frequent commands ([`PluginCommand::Read`]) go as lines of one long-lived
+//!   `zellij pipe --name volee` whose stdin the daemon keeps open: zellij delivers each line as a
+//!   message and reads the next once the plugin unblocks the pipe (no process per command).
 //!
 //! A plugin and a daemon of different [`PIPE_VERSION`]s refuse each other with a message that
 //! says to rebuild or reload the plugin.
@@ -18,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::AgentView;
 
 /// Bumped whenever a message below changes shape.
-pub const PIPE_VERSION: u32 = 1;
+pub const PIPE_VERSION: u32 = 2;
 /// Name of the long-lived stream pipe (plugin → daemon events).
 pub const STREAM_PIPE: &str = "volee-stream";
 /// Name of the one-shot command pipe (daemon → plugin).
@@ -49,6 +51,9 @@ pub struct ZellijPane {
     /// Is its tab the active one (for the client of this plugin instance)?
     pub tab_active: bool,
     pub terminal_command: Option<String>,
+    /// The process the pane runs (`get_pane_pid`): the daemon watches its terminal for output.
+    #[serde(default)]
+    pub pid: Option<u32>,
 }
 
 /// Plugin → daemon, one per line on the stream pipe.
@@ -71,10 +76,13 @@ pub enum PluginEvent {
     /// Every terminal pane of the session, sent whenever one of them changed (title, exit, focus,
     /// tab). Idempotent: the newest list wins.
     Panes { panes: Vec<ZellijPane> },
-    /// The visible text of a pane changed (a render report for a visible pane, a poll of
-    /// `get_pane_scrollback` for a watched pane in a hidden tab): its last lines, plain text.
-    /// Counts as output activity. Duplicates from several instances are harmless.
+    /// The visible text of a pane changed (a render report for a visible pane): its last lines,
+    /// plain text. Counts as output activity. Duplicates from several instances are harmless.
     Screen { pane: u32, lines: Vec<String> },
+    /// A pane's screen read because the daemon asked ([`PluginCommand::Read`]: its pty was
+    /// written to, and zellij pushes nothing for a pane in a hidden tab). Not activity: the
+    /// daemon already saw the write.
+    Read { pane: u32, lines: Vec<String> },
     /// A tab's bell flag rose (zellij reports it only for a tab that is not active): `panes` are
     /// the terminal panes of that tab.
     Bell { tab: usize, panes: Vec<u32> },
@@ -87,7 +95,8 @@ pub enum PluginEvent {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum PluginCommand {
     /// The agents for the UI pane (sent on every change) and the panes to watch: the plugin
-    /// reports [`PluginEvent::Screen`] only for these, polling those in hidden tabs.
+    /// reports [`PluginEvent::Screen`] only for these (those in hidden tabs when asked:
+    /// [`PluginCommand::Read`]).
     Agents {
         version: u32,
         agents: Vec<AgentView>,
@@ -96,6 +105,10 @@ pub enum PluginCommand {
     },
     /// Bring a pane to the front for the plugin's client (`volee attach`).
     Focus { version: u32, pane: u32 },
+    /// Read these watched panes now (screen, title, exit): each answers with a
+    /// [`PluginEvent::Read`], and a [`PluginEvent::Panes`] follows when a title or an exit
+    /// changed.
+    Read { version: u32, panes: Vec<u32> },
     /// Answer with a [`PluginEvent::Hello`]: `volee up` checks that the plugin it started runs
     /// and speaks its version.
     Ping { version: u32 },
@@ -110,6 +123,7 @@ impl PluginCommand {
         match self {
             PluginCommand::Agents { version, .. }
             | PluginCommand::Focus { version, .. }
+            | PluginCommand::Read { version, .. }
             | PluginCommand::Ping { version }
             | PluginCommand::Quit { version } => *version,
         }

@@ -36,13 +36,18 @@ pub fn plugin_wasm() -> Option<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
     let candidates = [
-        target.join("wasm32-wasip1/release/volee_zellij_plugin.wasm"),
-        // volee-cli's build script builds it here.
+        // volee-cli's build script builds it here (and scripts/test).
         target.join("zellij-plugin/wasm32-wasip1/release/volee_zellij_plugin.wasm"),
+        target.join("wasm32-wasip1/release/volee_zellij_plugin.wasm"),
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../zellij-plugin/target/wasm32-wasip1/release/volee_zellij_plugin.wasm"),
     ];
-    if let Some(found) = candidates.iter().find(|p| p.is_file()) {
+    // The newest: a build left in another place by an older layout speaks an older protocol.
+    let newest = candidates
+        .iter()
+        .filter_map(|p| Some((std::fs::metadata(p).ok()?.modified().ok()?, p)))
+        .max_by_key(|(modified, _)| *modified);
+    if let Some((_, found)) = newest {
         return Some(std::fs::canonicalize(found).unwrap());
     }
     let why = "volee's zellij plugin is not built (cargo build --release --manifest-path zellij-plugin/Cargo.toml --target wasm32-wasip1)";

@@ -518,6 +518,20 @@ impl ZellijCli {
     /// stays open (never written) and whose stdout carries [`PluginEvent`] lines.
     ///
     /// [`PluginEvent`]: volee_protocol::zellij::PluginEvent
+    /// `zellij pipe --name volee` with stdin kept open: each line written to it is one command
+    /// to the plugins (zellij reads the next line once a plugin unblocks the pipe), so frequent
+    /// commands cost no process each. Its stdout carries the plugins' answers.
+    pub fn spawn_command_pipe(&self) -> std::io::Result<tokio::process::Child> {
+        let mut cmd = self.command();
+        cmd.args(["pipe", "--name", volee_protocol::zellij::COMMAND_PIPE])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        tracing::debug!("zellij --session {} pipe (commands)", self.session);
+        cmd.spawn()
+    }
+
     pub fn spawn_stream(&self) -> std::io::Result<tokio::process::Child> {
         let mut cmd = self.command();
         cmd.args([

@@ -110,6 +110,15 @@ impl Daemon {
                         .observe(id, Observation::ProcessGone { at: now });
                 }
             }
+            PaneEvent::Screen { text, output_at } => self.on_screen(id, &text, output_at),
+            PaneEvent::Pid(pid) => {
+                if self.registry.get(id).is_some_and(|a| a.pid.is_none()) {
+                    tracing::debug!("agent {id} runs as process {pid}");
+                    self.registry.edit(id, |a| a.pid = Some(pid));
+                    // Its terminal is watched from now on.
+                    self.hosts.sync(&self.registry);
+                }
+            }
             PaneEvent::Tab(position) => {
                 if matches!(self.registry.get(id).map(|a| &a.host), Some(Host::Zellij { tab, .. }) if *tab != position)
                 {
@@ -129,10 +138,16 @@ impl Daemon {
         let Some(agent) = self.registry.get(id) else {
             return;
         };
-        if let Some(text) = self.hosts.pushed_screen(agent) {
-            self.on_screen(id, &text, output_at);
-            return;
+        let agent = agent.clone();
+        match self.hosts.zellij_screen(&agent, output_at) {
+            crate::host::zellij::ZellijScreen::Now(text) => {
+                self.on_screen(id, &text, output_at);
+                return;
+            }
+            crate::host::zellij::ZellijScreen::Asked => return,
+            crate::host::zellij::ZellijScreen::Unknown => {}
         }
+        let agent = &agent;
         let Some(pane) = self.hosts.watched_pane(agent) else {
             return;
         };

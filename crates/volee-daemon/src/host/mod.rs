@@ -14,7 +14,7 @@ pub mod zellij;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use volee_core::{AgentRecord, ExitFact, Registry};
+use volee_core::{AgentRecord, ExitFact, Millis, Registry};
 use volee_protocol::{Host, ScreenSource};
 
 pub use self::zellij::ZellijPane;
@@ -85,6 +85,13 @@ pub enum PaneEvent {
     Closed,
     /// Its tab's position (zellij).
     Tab(u32),
+    /// Its screen, read because volee asked, showing the output of `output_at`.
+    Screen {
+        text: String,
+        output_at: Millis,
+    },
+    /// The process it runs (zellij's plugin says; tmux panes come with theirs).
+    Pid(u32),
 }
 
 /// What a host reports to the actor.
@@ -269,6 +276,19 @@ impl Hosts {
         match PaneKey::of(&agent.host)? {
             PaneKey::Zellij { session, pane } => self.zellij.screen(&session, pane),
             PaneKey::Tmux { .. } => None,
+        }
+    }
+
+    /// Agent `agent`'s zellij screen showing the output of `output_at` (tmux panes are read
+    /// through their [`PaneRef`]).
+    pub fn zellij_screen(
+        &mut self,
+        agent: &AgentRecord,
+        output_at: Millis,
+    ) -> zellij::ZellijScreen {
+        match PaneKey::of(&agent.host) {
+            Some(PaneKey::Zellij { session, pane }) => self.zellij.read(&session, pane, output_at),
+            _ => zellij::ZellijScreen::Unknown,
         }
     }
 

@@ -2,8 +2,11 @@
 //! plugin's stream, else `list-panes` + `subscribe`), whose reports become [`HostEvent`]s; panes
 //! opened in a new tab with `action new-tab`, typed into with `write-chars`/`send-keys`, read
 //! with `dump-screen`, closed with `close-pane`; the plugins told the agents to show. zellij
-//! pushes screens, so the last one of each watched pane is kept here.
+//! pushes screens of visible panes, so the last one of each watched pane is kept here; output of
+//! a pane in a hidden tab comes from its pty ([`ptys`]), and its screen is then read by the
+//! plugin when the daemon asks.
 
+pub mod ptys;
 pub mod watch;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -11,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
-use volee_core::Registry;
+use volee_core::{Millis, Registry};
 use volee_protocol::zellij::PluginEvent;
 use volee_protocol::{AgentView, Host};
 use volee_zellij::{ZellijCli, ZellijError};
@@ -44,6 +47,24 @@ pub struct ZellijHost {
     tx: mpsc::UnboundedSender<(String, ZellijMsg)>,
     /// The last screen text of each watched pane.
     screens: HashMap<(String, ZellijPane), String>,
+    /// The agents' ptys (their output, wherever their tab is).
+    ptys: ptys::Ptys<(String, ZellijPane)>,
+    /// Panes whose tab is not shown (the plugins' last pane list): zellij pushes nothing for them.
+    hidden: HashSet<(String, ZellijPane)>,
+    /// Screens asked of the plugins, with the output each must show.
+    reading: HashMap<(String, ZellijPane), Millis>,
+    /// Each pane's process as the plugins listed it (a pane is listed before its agent is
+    /// recorded, and a hidden pane is not listed again).
+    pids: HashMap<(String, ZellijPane), u32>,
+}
+
+/// A zellij agent's screen, as it can be had now.
+pub enum ZellijScreen {
+    /// Pushed by zellij (a visible pane) or read before.
+    Now(String),
+    /// Asked of the plugins: it comes as a [`PaneEvent::Screen`].
+    Asked,
+    Unknown,
 }
 
 /// A terminal pane of a zellij session, with the command line that reaches it.
@@ -145,10 +166,36 @@ impl ZellijHost {
                 sink(session, msg);
             }
         });
+        let pty_tx = tx.clone();
+        let ptys = ptys::Ptys::new(Arc::new(move |path, event| {
+            let _ = pty_tx.send((String::new(), ZellijMsg::Pty { path, event }));
+        }));
         ZellijHost {
             watches: HashMap::new(),
             tx,
             screens: HashMap::new(),
+            ptys,
+            hidden: HashSet::new(),
+            reading: HashMap::new(),
+            pids: HashMap::new(),
+        }
+    }
+
+    /// Agent pane `pane`'s screen showing the output of `output_at`: pushed already when its tab
+    /// is shown, else asked of the plugins (zellij pushes nothing for a hidden tab).
+    pub fn read(&mut self, session: &str, pane: ZellijPane, output_at: Millis) -> ZellijScreen {
+        let key = (session.to_string(), pane);
+        let watch = self.watches.get(session).filter(|w| w.plugin_alive());
+        match watch {
+            Some(watch) if self.hidden.contains(&key) || !self.screens.contains_key(&key) => {
+                watch.read(pane.0);
+                self.reading.insert(key, output_at);
+                ZellijScreen::Asked
+            }
+            _ => match self.screens.get(&key) {
+                Some(text) => ZellijScreen::Now(text.clone()),
+                None => ZellijScreen::Unknown,
+            },
         }
     }
 
@@ -185,13 +232,19 @@ impl ZellijHost {
     /// Each watch's set of agent panes; watches of sessions without live agents end.
     pub fn keep_watching(&mut self, registry: &Registry) {
         let mut panes: HashMap<String, BTreeSet<u32>> = HashMap::new();
+        let mut ptys: Vec<((String, ZellijPane), u32)> = Vec::new();
         for a in registry.iter().filter(|a| !a.is_ended()) {
             if let Host::Zellij { session, pane, .. } = &a.host {
                 if let Some(p) = ZellijPane::parse(pane) {
                     panes.entry(session.clone()).or_default().insert(p.0);
+                    let key = (session.clone(), p);
+                    if let Some(pid) = a.pid.or_else(|| self.pids.get(&key).copied()) {
+                        ptys.push((key, pid));
+                    }
                 }
             }
         }
+        self.ptys.sync(&ptys);
         self.watches
             .retain(|session, watch| match panes.remove(session) {
                 Some(set) => {
@@ -245,7 +298,11 @@ impl ZellijHost {
 
     /// A pane of a forgotten agent: its screen is no longer kept.
     pub fn forget_pane(&mut self, session: &str, pane: ZellijPane) {
-        self.screens.remove(&(session.to_string(), pane));
+        let key = (session.to_string(), pane);
+        self.screens.remove(&key);
+        self.hidden.remove(&key);
+        self.reading.remove(&key);
+        self.pids.remove(&key);
     }
 
     /// What a session's watch reported, as the actor needs it.
@@ -289,13 +346,26 @@ impl ZellijHost {
                 }
                 Vec::new()
             }
-            ZellijMsg::Event(PluginEvent::Panes { panes }) => panes
-                .iter()
-                .flat_map(|p| {
-                    let title = own_title(&p.title, p.terminal_command.as_deref());
-                    listed(p.id, title, p.exited, p.exit_status, p.tab)
-                })
-                .collect(),
+            ZellijMsg::Event(PluginEvent::Panes { panes }) => {
+                for p in &panes {
+                    let id = (session.to_string(), ZellijPane(p.id));
+                    if let Some(pid) = p.pid {
+                        self.pids.insert(id.clone(), pid);
+                    }
+                    if p.tab_active {
+                        self.hidden.remove(&id);
+                    } else {
+                        self.hidden.insert(id);
+                    }
+                }
+                panes
+                    .iter()
+                    .flat_map(|p| {
+                        let title = own_title(&p.title, p.terminal_command.as_deref());
+                        listed(p.id, title, p.exited, p.exit_status, p.tab)
+                    })
+                    .collect()
+            }
             ZellijMsg::Panes(panes) => {
                 let terminals = panes.iter().filter(|p| !p.is_plugin);
                 let mut events: Vec<HostEvent> = terminals
@@ -314,6 +384,37 @@ impl ZellijHost {
             ZellijMsg::Event(PluginEvent::Screen { pane, lines }) => {
                 self.screen_pushed(session, pane, lines, true)
             }
+            ZellijMsg::Event(PluginEvent::Read { pane, lines }) => {
+                let id = (session.to_string(), ZellijPane(pane));
+                let text = lines.join("\n");
+                self.screens.insert(id.clone(), text.clone());
+                match self.reading.remove(&id) {
+                    Some(output_at) => vec![HostEvent::Pane(
+                        key(pane),
+                        PaneEvent::Screen { text, output_at },
+                    )],
+                    None => Vec::new(),
+                }
+            }
+            ZellijMsg::Pty { path, event } => {
+                let Some((session, pane)) = self.ptys.pane(&path).cloned() else {
+                    return Vec::new();
+                };
+                match event {
+                    ptys::PtyEvent::Written => vec![HostEvent::Pane(
+                        PaneKey::Zellij { session, pane },
+                        PaneEvent::Output,
+                    )],
+                    // A program that wrote to it ended, perhaps the agent: its exit is in the
+                    // plugins' answer.
+                    ptys::PtyEvent::Closed => {
+                        if let Some(w) = self.watches.get(&session).filter(|w| w.plugin_alive()) {
+                            w.read(pane.0);
+                        }
+                        Vec::new()
+                    }
+                }
+            }
             ZellijMsg::Screen {
                 pane,
                 lines,
@@ -330,6 +431,9 @@ impl ZellijHost {
                 tracing::info!("zellij session {session:?} is gone");
                 self.watches.remove(session);
                 self.screens.retain(|(s, _), _| s != session);
+                self.hidden.retain(|(s, _)| s != session);
+                self.reading.retain(|(s, _), _| s != session);
+                self.pids.retain(|(s, _), _| s != session);
                 vec![HostEvent::SessionGone(session.to_string())]
             }
         }

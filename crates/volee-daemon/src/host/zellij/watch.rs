@@ -17,9 +17,18 @@ use tokio::task::JoinHandle;
 use volee_protocol::zellij::{PluginCommand, PluginEvent, PIPE_VERSION};
 use volee_zellij::{ListedPane, ZellijCli};
 
+/// At most one `Read` command per session in this long: a busy agent in a hidden tab settles
+/// many times a second, and each command costs the zellij server ≈5 ms (measured on 0.45.1).
+const READ_INTERVAL: Duration = Duration::from_millis(250);
+
 /// What a watch reports to the daemon.
 #[derive(Debug)]
 pub enum ZellijMsg {
+    /// An agent's pty was written to or closed (`ptys`); not tied to a session's watch.
+    Pty {
+        path: std::path::PathBuf,
+        event: super::ptys::PtyEvent,
+    },
     /// A line of the plugin's stream (or the headless fallback's equivalent `Screen`).
     Event(PluginEvent),
     /// The headless poll's pane list.
@@ -49,6 +58,8 @@ pub struct ZellijWatch {
     /// The newest `Agents` command for the plugins; one task sends it, skipping any that a newer
     /// one replaced while a send was under way.
     agents_tx: tokio::sync::watch::Sender<Option<PluginCommand>>,
+    /// Panes to read now ([`PluginCommand::Read`], batched and paced by one task).
+    read_tx: mpsc::UnboundedSender<u32>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -74,6 +85,8 @@ impl ZellijWatch {
         ));
         let (agents_tx, agents_rx) = tokio::sync::watch::channel(None);
         let sender = tokio::spawn(agents_task(cli.clone(), agents_rx));
+        let (read_tx, read_rx) = mpsc::unbounded_channel();
+        let reader = tokio::spawn(reads_task(cli.clone(), read_rx));
         ZellijWatch {
             cli,
             plugin_alive,
@@ -81,7 +94,8 @@ impl ZellijWatch {
             last_agents: String::new(),
             mismatch: None,
             agents_tx,
-            tasks: vec![stream, fallback, sender],
+            read_tx,
+            tasks: vec![stream, fallback, sender, reader],
         }
     }
 
@@ -101,6 +115,11 @@ impl ZellijWatch {
         }
         self.last_agents = json;
         self.agents_tx.send_replace(Some(command));
+    }
+
+    /// Have the plugins read `pane` (screen, title, exit) and answer on the stream.
+    pub fn read(&self, pane: u32) {
+        let _ = self.read_tx.send(pane);
     }
 
     /// A plugin said hello on the stream (and the stream is still open).
@@ -273,6 +292,53 @@ async fn subscribe_task(
         }
     }
     let _ = child.kill().await;
+}
+
+/// Sends `Read` commands as lines of one long-lived command pipe (opened when first needed, again
+/// when it ended or stopped taking lines): the panes asked for meanwhile go in one command, at
+/// most one per [`READ_INTERVAL`].
+async fn reads_task(cli: ZellijCli, mut rx: mpsc::UnboundedReceiver<u32>) {
+    use tokio::io::AsyncWriteExt;
+    let mut pipe: Option<(tokio::process::Child, tokio::process::ChildStdin)> = None;
+    while let Some(first) = rx.recv().await {
+        let mut panes = BTreeSet::from([first]);
+        while let Ok(pane) = rx.try_recv() {
+            panes.insert(pane);
+        }
+        let command = PluginCommand::Read {
+            version: PIPE_VERSION,
+            panes: panes.into_iter().collect(),
+        };
+        let Ok(mut line) = serde_json::to_string(&command) else {
+            continue;
+        };
+        line.push('\n');
+        if pipe.is_none() {
+            match cli.spawn_command_pipe() {
+                Ok(mut child) => {
+                    // The plugins' answers ("ok") are not needed, but must be read.
+                    if let Some(stdout) = child.stdout.take() {
+                        tokio::spawn(async move {
+                            let mut lines = BufReader::new(stdout).lines();
+                            while let Ok(Some(_)) = lines.next_line().await {}
+                        });
+                    }
+                    pipe = child.stdin.take().map(|stdin| (child, stdin));
+                }
+                Err(e) => tracing::warn!("cannot run zellij pipe: {e}"),
+            }
+        }
+        if let Some((_, stdin)) = pipe.as_mut() {
+            let written =
+                tokio::time::timeout(Duration::from_secs(2), stdin.write_all(line.as_bytes()))
+                    .await;
+            if !matches!(written, Ok(Ok(()))) {
+                tracing::debug!("the zellij command pipe took no more lines: opened again");
+                pipe = None;
+            }
+        }
+        tokio::time::sleep(READ_INTERVAL).await;
+    }
 }
 
 /// Sends the newest `Agents` command to the plugins, one `zellij pipe` at a time.
