@@ -65,6 +65,21 @@ impl Daemon {
 
     fn on_pane_event(&mut self, id: &str, what: PaneEvent, now: Millis) {
         match what {
+            PaneEvent::Written => {
+                let waiting = self
+                    .registry
+                    .get(id)
+                    .filter(|a| a.decision.state == volee_protocol::AgentState::NeedsYou)
+                    .and_then(|a| match PaneKey::of(&a.host)? {
+                        PaneKey::Zellij { session, pane } => Some((session, pane)),
+                        PaneKey::Tmux { .. } => None,
+                    });
+                let confirming = waiting
+                    .is_some_and(|(session, pane)| self.hosts.zellij.confirm(&session, pane));
+                if !confirming {
+                    self.on_pane_event(id, PaneEvent::Output, now);
+                }
+            }
             PaneEvent::Output => {
                 // The echo of what volee is typing is not the agent's activity.
                 if !self.typing.output(id, now) {

@@ -72,6 +72,11 @@ impl PaneKey {
 pub enum PaneEvent {
     /// New output.
     Output,
+    /// Its pty was written to (zellij: volee watches the agent's terminal, which cannot tell
+    /// drawing from a title update): output, unless the agent waits for its user — then only
+    /// if its screen changed ([`zellij::ZellijHost::confirm`]), since a program may rewrite its
+    /// title while a prompt waits (Codex blinks it once a second).
+    Written,
     Bell,
     Title(String),
     /// Its program ended, with what is known of how.

@@ -53,6 +53,12 @@ pub struct ZellijHost {
     hidden: HashSet<(String, ZellijPane)>,
     /// Screens asked of the plugins, with the output each must show.
     reading: HashMap<(String, ZellijPane), Millis>,
+    /// Panes whose pty was written to while their agent waited for the user: output only if the
+    /// read the plugins were asked for shows another screen.
+    confirming: HashSet<(String, ZellijPane)>,
+    /// When each pane's screen was last read on request (a read after the output a settled read
+    /// wants to see already shows it).
+    read_at: HashMap<(String, ZellijPane), Millis>,
     /// Each pane's process as the plugins listed it (a pane is listed before its agent is
     /// recorded, and a hidden pane is not listed again).
     pids: HashMap<(String, ZellijPane), u32>,
@@ -178,7 +184,21 @@ impl ZellijHost {
             hidden: HashSet::new(),
             reading: HashMap::new(),
             pids: HashMap::new(),
+            confirming: HashSet::new(),
+            read_at: HashMap::new(),
         }
+    }
+
+    /// Agent pane `pane`'s pty was written to while it waited for its user: ask the plugins to
+    /// read it, and report output only if its screen changed. False when no plugin can read it
+    /// (the write then counts as output).
+    pub fn confirm(&mut self, session: &str, pane: ZellijPane) -> bool {
+        let Some(watch) = self.watches.get(session).filter(|w| w.plugin_alive()) else {
+            return false;
+        };
+        watch.read(pane.0);
+        self.confirming.insert((session.to_string(), pane));
+        true
     }
 
     /// Agent pane `pane`'s screen showing the output of `output_at`: pushed already when its tab
@@ -186,8 +206,11 @@ impl ZellijHost {
     pub fn read(&mut self, session: &str, pane: ZellijPane, output_at: Millis) -> ZellijScreen {
         let key = (session.to_string(), pane);
         let watch = self.watches.get(session).filter(|w| w.plugin_alive());
+        let fresh = self.read_at.get(&key).is_some_and(|&at| at > output_at);
         match watch {
-            Some(watch) if self.hidden.contains(&key) || !self.screens.contains_key(&key) => {
+            Some(watch)
+                if !fresh && (self.hidden.contains(&key) || !self.screens.contains_key(&key)) =>
+            {
                 watch.read(pane.0);
                 self.reading.insert(key, output_at);
                 ZellijScreen::Asked
@@ -302,6 +325,8 @@ impl ZellijHost {
         self.screens.remove(&key);
         self.hidden.remove(&key);
         self.reading.remove(&key);
+        self.confirming.remove(&key);
+        self.read_at.remove(&key);
         self.pids.remove(&key);
     }
 
@@ -387,14 +412,20 @@ impl ZellijHost {
             ZellijMsg::Event(PluginEvent::Read { pane, lines }) => {
                 let id = (session.to_string(), ZellijPane(pane));
                 let text = lines.join("\n");
+                let changed = self.screens.get(&id) != Some(&text);
                 self.screens.insert(id.clone(), text.clone());
-                match self.reading.remove(&id) {
-                    Some(output_at) => vec![HostEvent::Pane(
+                self.read_at.insert(id.clone(), volee_os::clock::now_ms());
+                let mut events = Vec::new();
+                if self.confirming.remove(&id) && changed {
+                    events.push(HostEvent::Pane(key(pane), PaneEvent::Output));
+                }
+                if let Some(output_at) = self.reading.remove(&id) {
+                    events.push(HostEvent::Pane(
                         key(pane),
                         PaneEvent::Screen { text, output_at },
-                    )],
-                    None => Vec::new(),
+                    ));
                 }
+                events
             }
             ZellijMsg::Pty { path, event } => {
                 let Some((session, pane)) = self.ptys.pane(&path).cloned() else {
@@ -403,7 +434,7 @@ impl ZellijHost {
                 match event {
                     ptys::PtyEvent::Written => vec![HostEvent::Pane(
                         PaneKey::Zellij { session, pane },
-                        PaneEvent::Output,
+                        PaneEvent::Written,
                     )],
                     // A program that wrote to it ended, perhaps the agent: its exit is in the
                     // plugins' answer.
@@ -433,6 +464,8 @@ impl ZellijHost {
                 self.screens.retain(|(s, _), _| s != session);
                 self.hidden.retain(|(s, _)| s != session);
                 self.reading.retain(|(s, _), _| s != session);
+                self.confirming.retain(|(s, _)| s != session);
+                self.read_at.retain(|(s, _), _| s != session);
                 self.pids.retain(|(s, _), _| s != session);
                 vec![HostEvent::SessionGone(session.to_string())]
             }
