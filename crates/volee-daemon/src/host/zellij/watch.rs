@@ -19,7 +19,7 @@ use volee_zellij::{ListedPane, ZellijCli};
 
 /// At most one `Read` command per session in this long: a busy agent in a hidden tab settles
 /// many times a second, and each command costs the zellij server ≈5 ms (measured on 0.45.1).
-const READ_INTERVAL: Duration = Duration::from_millis(250);
+const READ_INTERVAL: Duration = Duration::from_millis(100);
 
 /// What a watch reports to the daemon.
 #[derive(Debug)]
