@@ -138,10 +138,16 @@ fn discover(env: &TestEnv, bin_dir: &Path, case: &Case) {
     // The session id, as the harness published it (it may publish only after the first prompt).
     let session = match case.published {
         Some(published) => {
+            // The agent's pid as volee shows it now: while Qwen runs a tool, a scan has been
+            // seen to name a process of the tool call for a moment (1 full run in 3 on
+            // 2026-12-04; issue 25's note), and the next scan the harness again.
             let published = wait_until(
                 "the harness publishes its session id",
                 Duration::from_secs(20),
-                || published(pid),
+                || {
+                    let now = env.agent(&id)["pid"].as_u64().map_or(pid, |p| p as u32);
+                    published(now)
+                },
                 || {
                     let files: Vec<String> = walk(&env.home())
                         .into_iter()
