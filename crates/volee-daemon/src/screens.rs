@@ -34,6 +34,8 @@ pub struct Screens {
     title_read_at: HashMap<String, Millis>,
     /// When each agent's screen model was last checked against tmux.
     checked_model_at: HashMap<String, Millis>,
+    /// When each agent's model was last checked again after a difference.
+    rechecked_at: HashMap<String, Millis>,
 }
 
 impl Screens {
@@ -44,7 +46,21 @@ impl Screens {
             checked: HashMap::new(),
             title_read_at: HashMap::new(),
             checked_model_at: HashMap::new(),
+            rechecked_at: HashMap::new(),
         }
+    }
+
+    /// A check found agent `id`'s model different: check once more? At most once in
+    /// [`MODEL_CHECK_MS`], so a model that keeps differing costs no more than the checks do.
+    pub fn recheck_model(&mut self, id: &str, now: Millis) -> bool {
+        let due = self
+            .rechecked_at
+            .get(id)
+            .is_none_or(|&at| now >= at + MODEL_CHECK_MS);
+        if due {
+            self.rechecked_at.insert(id.to_string(), now);
+        }
+        due
     }
 
     /// Check agent `id`'s screen model against tmux with this read? The first read does (the
@@ -189,5 +205,6 @@ impl Screens {
         self.checked.remove(id);
         self.title_read_at.remove(id);
         self.checked_model_at.remove(id);
+        self.rechecked_at.remove(id);
     }
 }

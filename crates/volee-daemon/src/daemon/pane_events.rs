@@ -126,6 +126,22 @@ impl Daemon {
                 }
             }
             PaneEvent::Screen { text, output_at } => self.on_screen(id, &text, output_at),
+            PaneEvent::ModelDiffered => {
+                // The screen read from the model may have been wrong: read it again. And once
+                // more a moment later, in case tmux's own screen was the one behind (seen once
+                // in a full suite run: a prompt in the model, not yet in the capture).
+                self.screens.read_again(id);
+                if let Some(pane) = self
+                    .registry
+                    .get(id)
+                    .and_then(|a| self.hosts.watched_pane(a))
+                {
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        pane.check_model();
+                    });
+                }
+            }
             PaneEvent::Pid(pid) => {
                 if self.registry.get(id).is_some_and(|a| a.pid.is_none()) {
                     tracing::debug!("agent {id} runs as process {pid}");

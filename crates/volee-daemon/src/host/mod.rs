@@ -97,6 +97,9 @@ pub enum PaneEvent {
     },
     /// The process it runs (zellij's plugin says; tmux panes come with theirs).
     Pid(u32),
+    /// A check found its screen model different from the host's own screen (tmux): the model
+    /// now has the host's screen; read it again, and check once more a moment later.
+    ModelDiffered,
 }
 
 /// What a host reports to the actor.

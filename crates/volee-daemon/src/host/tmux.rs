@@ -327,10 +327,16 @@ impl TmuxHost {
                 );
                 tracing::debug!("--- model of {pane}\n{model}\n--- tmux\n{tmux}");
                 self.model_checks
-                    .entry((key.socket, pane))
+                    .entry((key.socket.clone(), pane.clone()))
                     .or_default()
                     .differences += 1;
-                return None;
+                return Some(HostEvent::Pane(
+                    PaneKey::Tmux {
+                        socket: key.socket,
+                        pane,
+                    },
+                    PaneEvent::ModelDiffered,
+                ));
             }
         };
         let pane_event = |pane: String, what| {

@@ -181,35 +181,26 @@ mod tests {
         use std::io::Write;
         let mut stdin = child.stdin.take().unwrap();
         stdin.write_all(b"go\n").unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !seen
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|(p, e)| *p == slave && *e == PtyEvent::Written)
-        {
-            assert!(
-                Instant::now() < deadline,
-                "no write seen: {:?}",
-                seen.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let wait_for = |what: PtyEvent| {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !seen
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(p, e)| *p == slave && *e == what)
+            {
+                assert!(
+                    Instant::now() < deadline,
+                    "no {what:?}: {:?}",
+                    seen.lock().unwrap()
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        wait_for(PtyEvent::Written);
         stdin.write_all(b"end\n").unwrap();
         child.wait().unwrap();
-        while !seen
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|(p, e)| *p == slave && *e == PtyEvent::Closed)
-        {
-            assert!(
-                Instant::now() < deadline,
-                "no close seen: {:?}",
-                seen.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_for(PtyEvent::Closed);
         // Not wanted any more: no longer watched.
         ptys.sync(&[]);
         assert_eq!(ptys.pane(&slave), None);
