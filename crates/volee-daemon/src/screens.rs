@@ -17,6 +17,10 @@ use volee_protocol::ProfileFit;
 /// one redraw of the real harnesses (docs/benchmarks.md, "Screen models"), so a prompt drawn in
 /// several writes is read whole.
 pub const SCREEN_SETTLE_MS: u64 = 40;
+/// A screen that says `idle` (or `working`) counts only once output has been quiet this long: a TUI
+/// shows its idle footer for a moment between redraws of a turn (OpenCode 1.18.33, 74 ms, seen in
+/// its conformance test). A prompt (`needs_you`, `failed`) counts at [`SCREEN_SETTLE_MS`].
+pub const CALM_SETTLE_MS: u64 = 250;
 /// At most one check of a pane's screen model against tmux's screen per agent in this long (a
 /// check is one `capture-pane` over the connection: a busy agent costs tmux one every 5 s).
 pub const MODEL_CHECK_MS: u64 = 5_000;
@@ -36,6 +40,9 @@ pub struct Screens {
     checked_model_at: HashMap<String, Millis>,
     /// When each agent's model was last checked again after a difference.
     rechecked_at: HashMap<String, Millis>,
+    /// Screens that said idle or working too soon after their output: read again at
+    /// [`CALM_SETTLE_MS`] if no output came since (the output each showed).
+    deferred: HashMap<String, Millis>,
 }
 
 impl Screens {
@@ -47,7 +54,26 @@ impl Screens {
             title_read_at: HashMap::new(),
             checked_model_at: HashMap::new(),
             rechecked_at: HashMap::new(),
+            deferred: HashMap::new(),
         }
+    }
+
+    /// Does a screen showing the output of `output_at` that says `state` count at `now`? Not
+    /// yet for a calm state read sooner than [`CALM_SETTLE_MS`] after its output: it is read
+    /// again then (unless more output comes).
+    pub fn counts_now(
+        &mut self,
+        id: &str,
+        state: volee_protocol::AgentState,
+        output_at: Millis,
+        now: Millis,
+    ) -> bool {
+        use volee_protocol::AgentState::{Idle, Working};
+        if matches!(state, Idle | Working) && now < output_at + CALM_SETTLE_MS {
+            self.deferred.insert(id.to_string(), output_at);
+            return false;
+        }
+        true
     }
 
     /// A check found agent `id`'s model different: check once more? At most once in
@@ -78,14 +104,16 @@ impl Screens {
 
     /// When the next settled screen is due to be read.
     pub fn next_due(&self, registry: &Registry) -> Option<Millis> {
-        registry
+        let settled = registry
             .iter()
             .filter(|a| !a.is_ended())
             .filter_map(|a| {
                 let out = a.signals().last_output?;
                 (self.checked.get(&a.id) != Some(&out)).then_some(out + SCREEN_SETTLE_MS)
             })
-            .min()
+            .min();
+        let calm = self.deferred.values().map(|out| out + CALM_SETTLE_MS).min();
+        settled.into_iter().chain(calm).min()
     }
 
     /// The agents whose output has settled at `now` and whose screen was not read since, with
@@ -102,6 +130,24 @@ impl Screens {
             .collect();
         for (id, out) in &due {
             self.checked.insert(id.clone(), *out);
+        }
+        // Deferred calm screens whose output is still the newest.
+        let mut due = due;
+        let calm: Vec<(String, Millis)> = self
+            .deferred
+            .iter()
+            .filter(|(_, out)| now >= **out + CALM_SETTLE_MS)
+            .map(|(id, out)| (id.clone(), *out))
+            .collect();
+        for (id, out) in calm {
+            self.deferred.remove(&id);
+            let newest = registry
+                .get(&id)
+                .filter(|a| !a.is_ended())
+                .and_then(|a| a.signals().last_output);
+            if newest == Some(out) && !due.iter().any(|(d, _)| *d == id) {
+                due.push((id, out));
+            }
         }
         due
     }
@@ -206,5 +252,6 @@ impl Screens {
         self.title_read_at.remove(id);
         self.checked_model_at.remove(id);
         self.rechecked_at.remove(id);
+        self.deferred.remove(id);
     }
 }

@@ -217,6 +217,11 @@ impl Daemon {
             return;
         };
         if let Some(found) = self.screens.classify(agent, text, output_at) {
+            if let volee_core::Observation::Screen(m) = &found {
+                if !self.screens.counts_now(id, m.state, output_at, now_ms()) {
+                    return;
+                }
+            }
             self.registry.observe(id, found);
         }
     }
