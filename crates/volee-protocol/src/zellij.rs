@@ -155,8 +155,28 @@ mod tests {
             pane: 2,
         };
         let line = serde_json::to_string(&c).unwrap();
-        assert_eq!(line, r#"{"type":"focus","version":1,"pane":2}"#);
+        assert_eq!(
+            line,
+            format!(r#"{{"type":"focus","version":{PIPE_VERSION},"pane":2}}"#)
+        );
         assert_eq!(c.version(), PIPE_VERSION);
+        let read = PluginCommand::Read {
+            version: PIPE_VERSION,
+            panes: vec![4, 9],
+        };
+        let line = serde_json::to_string(&read).unwrap();
+        assert_eq!(
+            line,
+            format!(r#"{{"type":"read","version":{PIPE_VERSION},"panes":[4,9]}}"#)
+        );
+        assert_eq!(read.version(), PIPE_VERSION);
+        let answer = PluginEvent::Read {
+            pane: 4,
+            lines: vec!["ok".into()],
+        };
+        let line = serde_json::to_string(&answer).unwrap();
+        assert_eq!(line, r#"{"type":"read","pane":4,"lines":["ok"]}"#);
+        assert_eq!(serde_json::from_str::<PluginEvent>(&line).unwrap(), answer);
     }
 
     #[test]
