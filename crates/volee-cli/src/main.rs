@@ -85,7 +85,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Why an agent is in its state: every source's latest observation and the rule that decided.
+    /// Why an agent is in its state: every source's latest observation, the rule that decided, and
+    /// where its screen is read (a tmux pane's screen model, with its checks against tmux).
     Explain {
         /// The agent: its id, a unique prefix of it, or its name.
         id: String,

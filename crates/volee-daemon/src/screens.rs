@@ -79,27 +79,13 @@ impl Screens {
     /// A check found agent `id`'s model different: check once more? At most once in
     /// [`MODEL_CHECK_MS`], so a model that keeps differing costs no more than the checks do.
     pub fn recheck_model(&mut self, id: &str, now: Millis) -> bool {
-        let due = self
-            .rechecked_at
-            .get(id)
-            .is_none_or(|&at| now >= at + MODEL_CHECK_MS);
-        if due {
-            self.rechecked_at.insert(id.to_string(), now);
-        }
-        due
+        once_in(&mut self.rechecked_at, id, now, MODEL_CHECK_MS)
     }
 
     /// Check agent `id`'s screen model against tmux with this read? The first read does (the
     /// seed and the first output agree), then one in [`MODEL_CHECK_MS`].
     pub fn check_model(&mut self, id: &str, now: Millis) -> bool {
-        let due = self
-            .checked_model_at
-            .get(id)
-            .is_none_or(|&at| now >= at + MODEL_CHECK_MS);
-        if due {
-            self.checked_model_at.insert(id.to_string(), now);
-        }
-        due
+        once_in(&mut self.checked_model_at, id, now, MODEL_CHECK_MS)
     }
 
     /// When the next settled screen is due to be read.
@@ -169,15 +155,7 @@ impl Screens {
     /// second.
     pub fn read_on_title(&mut self, agent: &AgentRecord, now: Millis) -> bool {
         let hookless = agent.signals().hook.is_none() && agent.signals().listing.is_none();
-        let due = hookless
-            && self
-                .title_read_at
-                .get(&agent.id)
-                .is_none_or(|&at| now >= at + TITLE_READ_MS);
-        if due {
-            self.title_read_at.insert(agent.id.clone(), now);
-        }
-        due
+        hookless && once_in(&mut self.title_read_at, &agent.id, now, TITLE_READ_MS)
     }
 
     /// Read agent `id`'s screen again once its output settles (its rules or title changed).
@@ -254,4 +232,13 @@ impl Screens {
         self.rechecked_at.remove(id);
         self.deferred.remove(id);
     }
+}
+
+/// True at most once per `every` ms per agent (`last` keeps when it last was).
+fn once_in(last: &mut HashMap<String, Millis>, id: &str, now: Millis, every: Millis) -> bool {
+    let due = last.get(id).is_none_or(|&at| now >= at + every);
+    if due {
+        last.insert(id.to_string(), now);
+    }
+    due
 }
