@@ -297,9 +297,6 @@ impl Reader {
                 .send(ConnectionEvent::Closed(self.key, self.serial));
             return;
         };
-        // Commands written before the attach completes run without a client ("no current
-        // client"), so they wait for the attach command's own reply block (the one not flagged
-        // as ours).
         let mut attached = false;
         let mut held: Vec<Request> = Vec::new();
         let mut out: Vec<u8> = Vec::new();
@@ -311,26 +308,8 @@ impl Reader {
                         Ok(0) | Err(_) => break,
                         Ok(n) => n,
                     };
-                    for event in self.parser.feed(&buf[..n]) {
-                        match event {
-                            ControlEvent::Reply { ok, lines, from_client: true, .. } => {
-                                self.reply(ok, lines);
-                            }
-                            ControlEvent::Reply { .. } => {
-                                if !attached {
-                                    attached = true;
-                                    for request in std::mem::take(&mut held) {
-                                        self.handle(request, &mut out);
-                                    }
-                                }
-                            }
-                            other => {
-                                self.notice(&other, &mut out);
-                                if self.events.send(ConnectionEvent::Event(self.key.clone(), other)).is_err() {
-                                    return;
-                                }
-                            }
-                        }
+                    if !self.read(&buf[..n], &mut attached, &mut held, &mut out) {
+                        return;
                     }
                 }
                 request = requests.recv() => {
@@ -349,6 +328,53 @@ impl Reader {
         }
         drop(stdin);
         finish(self.key, self.serial, child, self.events).await;
+    }
+
+    /// Take bytes read from tmux: replies to their waiters, notifications out as events.
+    /// Returns false once nobody listens any more. A reply is handled before the lines after it
+    /// are parsed, so a seed replaces the model at its place in the stream, not after output that
+    /// followed it in the same read (seen: a read holding a seed's last reply and then output).
+    fn read(
+        &mut self,
+        bytes: &[u8],
+        attached: &mut bool,
+        held: &mut Vec<Request>,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let (events, used) = self.parser.feed_to_reply(rest);
+            rest = &rest[used..];
+            for event in events {
+                match event {
+                    ControlEvent::Reply {
+                        ok,
+                        lines,
+                        from_client: true,
+                        ..
+                    } => self.reply(ok, lines),
+                    ControlEvent::Reply { .. } => {
+                        // Commands written before the attach completes run without a client
+                        // ("no current client"), so they wait for the attach command's own
+                        // reply block (the one not flagged as ours).
+                        if !*attached {
+                            *attached = true;
+                            for request in std::mem::take(held) {
+                                self.handle(request, out);
+                            }
+                        }
+                    }
+                    other => {
+                        self.notice(&other, out);
+                        let event = ConnectionEvent::Event(self.key.clone(), other);
+                        if self.events.send(event).is_err() {
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+        true
     }
 
     /// Queue command `line` (its reply goes to `waiter`) for the next write.

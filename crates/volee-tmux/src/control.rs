@@ -158,8 +158,24 @@ impl ControlParser {
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<ControlEvent> {
         let mut events = Vec::new();
         let mut rest = bytes;
-        while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
-            let (head, tail) = (&rest[..nl], &rest[nl + 1..]);
+        while !rest.is_empty() {
+            let (some, used) = self.feed_to_reply(rest);
+            events.extend(some);
+            rest = &rest[used..];
+        }
+        events
+    }
+
+    /// Like [`ControlParser::feed`], but stops after the first line that completes a reply
+    /// block: returns the events so far and how many bytes it used (the rest is to be fed
+    /// next). A reply that seeds a pane's model must replace the model at exactly that point
+    /// of the stream, before the output that follows it in the same read is fed to the model.
+    pub fn feed_to_reply(&mut self, bytes: &[u8]) -> (Vec<ControlEvent>, usize) {
+        let mut events = Vec::new();
+        let mut used = 0;
+        while let Some(nl) = bytes[used..].iter().position(|&b| b == b'\n') {
+            let head = &bytes[used..used + nl];
+            used += nl + 1;
             if self.partial.is_empty() {
                 // Common case: the whole line is in this chunk, no copy needed. Cut it the same
                 // way a buffered line is cut so chunking never changes the result.
@@ -169,10 +185,12 @@ impl ControlParser {
                 let line = std::mem::take(&mut self.partial);
                 self.line(&line, &mut events);
             }
-            rest = tail;
+            if matches!(events.last(), Some(ControlEvent::Reply { .. })) {
+                return (events, used);
+            }
         }
-        self.push_partial(rest);
-        events
+        self.push_partial(&bytes[used..]);
+        (events, bytes.len())
     }
 
     /// Drop a pane's terminal parser state (pane gone).
@@ -907,6 +925,44 @@ parse error: syntax error\n\
         let chunked: Vec<_> = input.chunks(4096).flat_map(|c| p.feed(c)).collect();
         assert_eq!(chunked, whole);
         assert!(p.partial.capacity() <= MAX_LINE);
+    }
+
+    /// A read that holds a seed's reply and then output: the output must reach the seeded
+    /// model, not the one the seed replaces (seen in the e2e resize test: the 40 lines printed
+    /// right after a resize were lost from the model).
+    #[test]
+    fn feed_to_reply_stops_after_a_reply_so_a_seed_lands_before_the_output_after_it() {
+        let mut p = ControlParser::new();
+        p.model_pane("%1", true);
+        p.seed("%1", PaneScreen::new(5, 40));
+        let read: &[u8] =
+            b"%output %1 old\015\012\n%begin 5 7 1\nready\n%end 5 7 1\n%output %1 after the seed\n";
+        let (events, used) = p.feed_to_reply(read);
+        assert!(
+            matches!(events.last(), Some(Reply { number: 7, .. })),
+            "{events:?}"
+        );
+        assert!(used < read.len());
+        // The reader seeds here, from the reply (the screen tmux showed at that point).
+        let mut seeded = PaneScreen::new(5, 40);
+        seeded.feed(b"ready\r\n");
+        p.seed("%1", seeded);
+        let (events, rest) = p.feed_to_reply(&read[used..]);
+        assert_eq!(rest, read.len() - used);
+        assert!(matches!(&events[..], [Output { .. }]), "{events:?}");
+        assert_eq!(
+            p.screen("%1")
+                .unwrap()
+                .text()
+                .lines()
+                .take(2)
+                .collect::<Vec<_>>(),
+            ["ready", "after the seed"]
+        );
+        // feed, over the same bytes, gives the same events as feed_to_reply in steps.
+        let mut q = ControlParser::new();
+        let all = q.feed(read);
+        assert_eq!(all.len(), 3, "{all:?}");
     }
 
     #[test]
