@@ -936,7 +936,7 @@ parse error: syntax error\n\
         p.model_pane("%1", true);
         p.seed("%1", PaneScreen::new(5, 40));
         let read: &[u8] =
-            b"%output %1 old\015\012\n%begin 5 7 1\nready\n%end 5 7 1\n%output %1 after the seed\n";
+            b"%output %1 old\\015\\012\n%begin 5 7 1\nready\n%end 5 7 1\n%output %1 after the seed\n";
         let (events, used) = p.feed_to_reply(read);
         assert!(
             matches!(events.last(), Some(Reply { number: 7, .. })),
