@@ -360,8 +360,8 @@ fn with_the_plugin_states_show_in_volee_ls_and_in_the_plugin_pane() {
     // `talker` works for a while, rings its bell right after its last output and waits for an
     // answer, works again, goes quiet, then exits 0; `crasher` exits 3. `front` keeps the active
     // tab, so the other two are in hidden tabs, where zellij reports bells. A hidden tab's screen
-    // is polled every 0.5 s: the plugin sends the screen as the bell found it before the bell, so
-    // the last output before the bell is not seen after it as new work.
+    // is read when its pty is written to: the last output before the bell is not seen after it
+    // as new work.
     let talker = env.ok([
         "launch",
         "--host",
@@ -384,7 +384,7 @@ fn with_the_plugin_states_show_in_volee_ls_and_in_the_plugin_pane() {
         "-c",
         "sleep 3; exit 3",
     ]);
-    env.ok([
+    let front = env.ok([
         "launch",
         "--host",
         "zellij:vs",
@@ -422,12 +422,30 @@ fn with_the_plugin_states_show_in_volee_ls_and_in_the_plugin_pane() {
         agent
     };
     see(&talker, "talker", "working", "working");
+    // The shown pane ticks (the background instance ticks only while its pane is shown: an idle
+    // plugin with no pane costs nothing): `front`'s age moves on by itself.
+    see(&front, "front", "idle", "idle");
+    let front_row = || pane_row(&env, &window, "front").unwrap_or_default();
+    let before = front_row();
+    wait_until(
+        "the ages in the shown agents pane move",
+        Duration::from_secs(5),
+        || {
+            let now = front_row();
+            (!now.is_empty() && now != before).then_some(())
+        },
+        || {
+            format!(
+                "{before}\n{}",
+                env.tmux(&["capture-pane", "-p", "-t", &window])
+            )
+        },
+    );
     let failed = see(&crasher, "crasher", "failed", "failed");
     assert_eq!(failed["exit_status"], 3, "{failed}");
     let rang = see(&talker, "talker", "needs_you", "needs you");
     assert_eq!(rang["evidence"], "bell", "{rang}");
-    // And it stays so across the next polls of the hidden tab (0.5 s apart): the output printed
-    // just before the bell is not taken for new work.
+    // And it stays so: the output printed just before the bell is not taken for new work.
     std::thread::sleep(Duration::from_millis(1200));
     let still = env.agent(&talker);
     assert_eq!(still["state"], "needs_you", "{still}");

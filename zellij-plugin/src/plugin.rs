@@ -52,8 +52,12 @@ pub struct VoleePlugin {
     timer_armed: bool,
     /// Started by `volee up` (configuration `background=true`): hidden once permitted.
     background: bool,
-    /// A pane of ours is on screen (set by `render`, cleared by `Visible(false)`).
-    ui_visible: bool,
+    /// This instance has a pane that is not suppressed (the manifest says so): the UI, opened
+    /// by the user. A `load_plugins` plugin's pane is suppressed; zellij still renders it (once
+    /// at load, and after every update that asks), so a render proves nothing.
+    has_pane: bool,
+    /// Its tab is hidden (`Visible(false)`, sent to tiled plugin panes when their tab is left).
+    hidden: bool,
     pane_named: bool,
     ui: Ui,
 }
@@ -67,6 +71,8 @@ impl ZellijPlugin for VoleePlugin {
             .get("volee_bin")
             .cloned()
             .unwrap_or_else(|| "volee".to_owned());
+        // Needs no permission; known before any PaneUpdate (which tells whether our pane shows).
+        self.plugin_id = get_plugin_ids().plugin_id;
         request_permission(&[
             PermissionType::ReadApplicationState,
             PermissionType::ChangeApplicationState,
@@ -112,6 +118,12 @@ impl ZellijPlugin for VoleePlugin {
                 false
             }
             Event::PaneUpdate(manifest) => {
+                let me = self.plugin_id;
+                self.has_pane = manifest
+                    .panes
+                    .values()
+                    .flatten()
+                    .any(|p| p.is_plugin && p.id == me && !p.is_suppressed);
                 let mut panes: Vec<(usize, PaneInfo)> = manifest
                     .panes
                     .into_iter()
@@ -190,12 +202,12 @@ impl ZellijPlugin for VoleePlugin {
             Event::Timer(_) => {
                 self.timer_armed = false;
                 self.arm_timer();
-                self.ui_visible
+                self.ui_visible()
             }
             Event::Visible(visible) => {
-                self.ui_visible = visible;
+                self.hidden = !visible;
                 self.arm_timer();
-                visible
+                self.ui_visible()
             }
             Event::Key(key) => self.on_key(&key),
             Event::RunCommandResult(exit, _stdout, stderr, context) => {
@@ -232,11 +244,6 @@ impl ZellijPlugin for VoleePlugin {
     }
 
     fn render(&mut self, rows: usize, cols: usize) {
-        if !self.ui_visible {
-            // A render means a pane of ours is shown: keep the ages in it moving.
-            self.ui_visible = true;
-            self.arm_timer();
-        }
         if !self.pane_named && self.permitted == Some(true) {
             // Instead of the wasm's path in the frame.
             rename_plugin_pane(self.plugin_id, "volee");
@@ -338,10 +345,15 @@ impl VoleePlugin {
         }
     }
 
+    /// A pane of ours is on screen: the ages in it must move.
+    fn ui_visible(&self) -> bool {
+        self.has_pane && !self.hidden
+    }
+
     /// One timer at a time, and only while the UI pane is shown (its ages move): an idle
     /// background plugin costs nothing.
     fn arm_timer(&mut self) {
-        if self.timer_armed || self.permitted != Some(true) || !self.ui_visible {
+        if self.timer_armed || self.permitted != Some(true) || !self.ui_visible() {
             return;
         }
         set_timeout(UI_TICK_SECS);

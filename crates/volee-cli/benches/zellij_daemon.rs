@@ -83,6 +83,11 @@ fn until(watch: &mut Client, t0: Instant, done: impl Fn(&AgentView) -> bool) -> 
 }
 
 fn row(what: &str, v: &mut [f64]) {
+    if v.is_empty() {
+        // ROUNDS=0: the idle figures only.
+        println!("| {what} | 0 | | | | |");
+        return;
+    }
     v.sort_by(f64::total_cmp);
     println!(
         "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} |",
