@@ -18,8 +18,8 @@ pub mod rules;
 pub use hooks::{hook_events, hook_meaning, HookMeaning};
 pub use input::sanitize_input;
 pub use profile::{
-    profile, profiles, AppServer, HttpServer, InputRules, Instrumentation, ListingSource, Profile,
-    PromptStyle, Source,
+    profile, profiles, AppServer, History, HistoryKind, HttpServer, InputRules, Instrumentation,
+    ListingSource, Profile, PromptStyle, Source,
 };
 
 pub use rules::{

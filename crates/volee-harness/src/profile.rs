@@ -209,11 +209,56 @@ pub struct Profile {
     pub states: &'static [Source],
     /// Where it reports its own state ([`Source::Listing`]).
     pub listing: ListingSource,
+    // --- history
+    /// Where its past sessions are and how to read them (the session browser).
+    pub history: History,
     // --- join
     /// How the harness gets volee's MCP server for one launch.
     pub join: &'static str,
     pub input: InputRules,
 }
+
+/// Where a harness keeps its past sessions, and in which format: the session browser picks its
+/// reader from [`History::kind`], never from the harness's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct History {
+    pub kind: HistoryKind,
+    /// The variable that moves the harness's home (empty: none measured).
+    pub home_env: &'static str,
+    /// The home under `HOME` when that variable is unset.
+    pub home_dir: &'static str,
+    /// The sessions' directory under the home.
+    pub sessions: &'static str,
+}
+
+/// A format of past sessions (`volee_history` has a reader for each but `None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryKind {
+    /// Not read (yet): say so in the harness's page.
+    None,
+    /// `<slug>/<id>.jsonl`: one JSON event per line (`type` user/assistant with `message`,
+    /// `sessionId`, `cwd`, `gitBranch`, `timestamp`; `custom-title`) — Claude Code.
+    ClaudeJsonl,
+    /// `YYYY/MM/DD/rollout-<time>-<id>.jsonl`: `session_meta`, `response_item`, `turn_context`,
+    /// `event_msg` lines — Codex CLI.
+    CodexRollout,
+    /// `<slug>/chats/<id>.jsonl`: `type` user/assistant/tool_result with Gemini-style `parts`,
+    /// `usageMetadata` — Qwen Code.
+    QwenJsonl,
+    /// `<id>/events.jsonl`: `session.start`, `user.message`, `assistant.message`,
+    /// `tool.execution_start`, `session.usage_record` — Copilot CLI.
+    CopilotEvents,
+    /// `<cwd>/<id>/chat_history.jsonl` beside `summary.json` and `usage.json` — Grok Build.
+    GrokChat,
+}
+
+const NO_HISTORY: History = History {
+    kind: HistoryKind::None,
+    home_env: "",
+    home_dir: "",
+    sessions: "",
+};
 
 /// The longest a submit waits for the pane to settle ([`InputRules::settle_ms`]).
 pub const SUBMIT_SETTLE_MAX_MS: u64 = 3000;
@@ -319,6 +364,12 @@ pub fn profiles() -> Vec<Profile> {
             listing: ListingSource::StatusFile {
                 dir: ".claude/sessions",
             },
+            history: History {
+                kind: HistoryKind::ClaudeJsonl,
+                home_env: "CLAUDE_CONFIG_DIR",
+                home_dir: ".claude",
+                sessions: "projects",
+            },
 
             join: "--mcp-config FILE (variadic: the prompt goes after --)",
             // On a loaded machine a multi-line paste followed by Enter 150 ms later was not
@@ -357,6 +408,12 @@ pub fn profiles() -> Vec<Profile> {
                 Source::Activity,
             ],
             listing: ListingSource::AppServer(&CODEX_APP_SERVER),
+            history: History {
+                kind: HistoryKind::CodexRollout,
+                home_env: "CODEX_HOME",
+                home_dir: ".codex",
+                sessions: "sessions",
+            },
 
             join: "-c mcp_servers.volee.command=…",
             input: InputRules {
@@ -396,6 +453,7 @@ pub fn profiles() -> Vec<Profile> {
                 Source::Activity,
             ],
             listing: ListingSource::None,
+            history: NO_HISTORY,
 
             join: "mcpServers in the same system-defaults file",
             // Its slash-command list is filtered asynchronously (measured: the full list still shown
@@ -438,6 +496,12 @@ pub fn profiles() -> Vec<Profile> {
                 Source::Activity,
             ],
             listing: ListingSource::None,
+            history: History {
+                kind: HistoryKind::QwenJsonl,
+                home_env: "",
+                home_dir: ".qwen",
+                sessions: "projects",
+            },
 
             join: "--mcp-config FILE",
             input: TUI_INPUT,
@@ -475,6 +539,12 @@ pub fn profiles() -> Vec<Profile> {
                 Source::Activity,
             ],
             listing: ListingSource::None,
+            history: History {
+                kind: HistoryKind::GrokChat,
+                home_env: "GROK_HOME",
+                home_dir: ".grok",
+                sessions: "sessions",
+            },
 
             join: "no per-launch flag (config.toml)",
             // Grok's guide: Esc never cancels a running turn, Ctrl+C does.
@@ -513,6 +583,7 @@ pub fn profiles() -> Vec<Profile> {
             session_sources: &["none (.aider.chat.history.md in the git root)"],
             states: &[Source::Screen, Source::Activity],
             listing: ListingSource::None,
+            history: NO_HISTORY,
 
             join: "none (no MCP in 0.86.2)",
             // prompt_toolkit takes a bracketed paste; Esc does not stop a reply, Ctrl-C does.
@@ -548,6 +619,7 @@ pub fn profiles() -> Vec<Profile> {
             session_sources: &["none measured (thread ids T-… come from Amp's servers)"],
             states: &[Source::Screen, Source::Activity],
             listing: ListingSource::None,
+            history: NO_HISTORY,
 
             join: "--mcp-config JSON",
             input: InputRules {
@@ -580,6 +652,7 @@ pub fn profiles() -> Vec<Profile> {
             session_sources: &["hook conversation_id (after volee setup cursor)"],
             states: &[Source::Hooks, Source::Screen, Source::Activity],
             listing: ListingSource::None,
+            history: NO_HISTORY,
 
             join: "none per launch (~/.cursor/mcp.json plus approval)",
             input: TUI_INPUT,
@@ -615,6 +688,7 @@ pub fn profiles() -> Vec<Profile> {
             ],
             states: &[Source::Listing, Source::Screen, Source::Activity],
             listing: ListingSource::HttpServer(&OPENCODE_SERVER),
+            history: NO_HISTORY,
 
             join: "mcp in OPENCODE_CONFIG_CONTENT (per launch; not used by volee yet)",
             // On a loaded machine the Enter 150 ms after a pasted `/exit` came while its `/` popup
@@ -651,6 +725,7 @@ pub fn profiles() -> Vec<Profile> {
             session_sources: &["SessionStart event session_id (the store's session id)"],
             states: &[Source::Hooks, Source::Activity],
             listing: ListingSource::None,
+            history: NO_HISTORY,
 
             join: "none",
             input: InputRules {
@@ -683,6 +758,7 @@ pub fn profiles() -> Vec<Profile> {
             session_sources: &[],
             states: &[Source::Screen, Source::Activity],
             listing: ListingSource::None,
+            history: NO_HISTORY,
 
             join: "none",
             input: InputRules {
@@ -747,6 +823,12 @@ fn copilot_profile() -> Profile {
         ],
         states: &[Source::Hooks, Source::Screen, Source::Activity],
         listing: ListingSource::None,
+        history: History {
+            kind: HistoryKind::CopilotEvents,
+            home_env: "COPILOT_HOME",
+            home_dir: ".copilot",
+            sessions: "session-state",
+        },
 
         join: "--additional-mcp-config @FILE",
         // One Ctrl+C cancels a running turn ("Operation cancelled by user"); one Esc does not

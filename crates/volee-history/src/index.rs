@@ -1,0 +1,651 @@
+//! The index of past sessions: one SQLite database (FTS5 for the text) in volee's state dir,
+//! 0600. One row per session file with where its last read stopped, so an append-only
+//! transcript is read from there; a file that shrank or whose first bytes changed is read again
+//! from the start. Text is redacted before it is written. The index is a cache: deleted or
+//! corrupt, it is rebuilt from the harnesses' files.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+
+use crate::read::{Message, Reader, Role, SessionInfo, Usage};
+use crate::roots::Root;
+use crate::time::format_ms;
+
+/// A line longer than this is skipped (counted as unreadable), not buffered.
+const LINE_MAX: usize = 16 << 20;
+/// The first bytes of a file, kept to tell an appended file from a rewritten one.
+const HEAD: usize = 256;
+const SCHEMA_VERSION: i64 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("session index {path}: {message}")]
+    Open { path: PathBuf, message: String },
+    #[error("session index: {0}")]
+    Sql(#[from] rusqlite::Error),
+}
+
+/// A session as listed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionRow {
+    pub harness: String,
+    pub id: String,
+    pub project: Option<String>,
+    pub branch: Option<String>,
+    pub title: Option<String>,
+    pub first_prompt: Option<String>,
+    pub started: Option<String>,
+    pub last: Option<String>,
+    #[serde(skip)]
+    pub last_ms: i64,
+    pub messages: u64,
+    pub model: Option<String>,
+    pub usage: Option<Usage>,
+    pub file: PathBuf,
+}
+
+/// A file that looked like a session but could not be read, or a directory that could not be
+/// walked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unreadable {
+    pub harness: String,
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+/// One search hit: the session and its best-matching message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hit {
+    #[serde(flatten)]
+    pub session: SessionRow,
+    pub role: Role,
+    /// The message around the match, the matched words in `[…]`.
+    pub snippet: String,
+}
+
+/// What one scan did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Scan {
+    pub files: usize,
+    pub read: usize,
+    pub bytes: u64,
+    pub unreadable: Vec<Unreadable>,
+}
+
+pub struct Index {
+    db: Connection,
+}
+
+impl Index {
+    /// Open (or create, 0600) the index at `path`. A file that is not a database, or one of
+    /// another schema, is replaced: the index is only a cache.
+    pub fn open(path: &Path) -> Result<Index, IndexError> {
+        let open_err = |message: String| IndexError::Open {
+            path: path.to_path_buf(),
+            message,
+        };
+        private_file(path).map_err(|e| open_err(e.to_string()))?;
+        match Self::connect(path) {
+            Ok(index) => Ok(index),
+            Err(IndexError::Sql(e)) if is_corrupt(&e) => {
+                std::fs::remove_file(path).map_err(|e| open_err(e.to_string()))?;
+                private_file(path).map_err(|e| open_err(e.to_string()))?;
+                Self::connect(path)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn connect(path: &Path) -> Result<Index, IndexError> {
+        let db = Connection::open(path)?;
+        db.busy_timeout(std::time::Duration::from_secs(10))?;
+        let version: i64 = db.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version != SCHEMA_VERSION {
+            db.execute_batch(
+                "DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS msgs; DROP TABLE IF EXISTS files;",
+            )?;
+        }
+        db.execute_batch(
+            "CREATE TABLE IF NOT EXISTS files(
+                path TEXT PRIMARY KEY, harness TEXT NOT NULL, kind TEXT NOT NULL,
+                size INTEGER NOT NULL, mtime INTEGER NOT NULL, offset INTEGER NOT NULL,
+                head BLOB NOT NULL, good INTEGER NOT NULL, bad INTEGER NOT NULL,
+                info TEXT NOT NULL, error TEXT);
+             CREATE TABLE IF NOT EXISTS msgs(
+                id INTEGER PRIMARY KEY, path TEXT NOT NULL, role TEXT NOT NULL, at INTEGER,
+                text TEXT NOT NULL);
+             CREATE INDEX IF NOT EXISTS msgs_path ON msgs(path, id);
+             CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
+                text, content='msgs', content_rowid='id', tokenize='unicode61');
+             CREATE TRIGGER IF NOT EXISTS msgs_ai AFTER INSERT ON msgs BEGIN
+                INSERT INTO fts(rowid, text) VALUES (new.id, new.text); END;
+             CREATE TRIGGER IF NOT EXISTS msgs_ad AFTER DELETE ON msgs BEGIN
+                INSERT INTO fts(fts, rowid, text) VALUES ('delete', old.id, old.text); END;",
+        )?;
+        db.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
+        Ok(Index { db })
+    }
+
+    /// Bring the index up to date with every session file under `roots`: new and grown files
+    /// are read (grown ones from where the last read stopped), files gone are forgotten.
+    pub fn scan(&mut self, roots: &[Root]) -> Result<Scan, IndexError> {
+        let mut scan = Scan::default();
+        let mut seen: HashSet<PathBuf> = HashSet::new();
+        let mut done_roots: HashSet<PathBuf> = HashSet::new();
+        for root in roots {
+            if !done_roots.insert(root.path.clone()) {
+                continue;
+            }
+            let Some(reader) = Reader::new(root.kind) else {
+                continue;
+            };
+            let mut files = Vec::new();
+            walk(
+                &root.path,
+                &mut Vec::new(),
+                &reader,
+                &mut files,
+                &mut |path, reason| {
+                    scan.unreadable.push(Unreadable {
+                        harness: root.harness.clone(),
+                        path,
+                        reason,
+                    })
+                },
+            );
+            for file in files {
+                scan.files += 1;
+                seen.insert(file.clone());
+                if let Some(bytes) = self.update(&root.harness, &reader, &file)? {
+                    scan.read += 1;
+                    scan.bytes += bytes;
+                }
+            }
+            // Files under this root that are gone.
+            let prefix = format!("{}/", root.path.display());
+            let known: Vec<String> = {
+                let mut stmt = self
+                    .db
+                    .prepare("SELECT path FROM files WHERE substr(path, 1, ?2) = ?1")?;
+                let rows = stmt.query_map(params![prefix, prefix.chars().count() as i64], |r| {
+                    r.get::<_, String>(0)
+                })?;
+                rows.collect::<Result<_, _>>()?
+            };
+            for path in known {
+                if !seen.contains(Path::new(&path)) {
+                    self.forget(&path)?;
+                }
+            }
+        }
+        for row in self.unreadable()? {
+            if seen.contains(&row.path) {
+                scan.unreadable.push(row);
+            }
+        }
+        Ok(scan)
+    }
+
+    fn forget(&mut self, path: &str) -> Result<(), IndexError> {
+        let tx = self.db.transaction()?;
+        tx.execute("DELETE FROM msgs WHERE path = ?1", params![path])?;
+        tx.execute("DELETE FROM files WHERE path = ?1", params![path])?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Read what is new in one session file. Returns the bytes read, None when unchanged.
+    fn update(
+        &mut self,
+        harness: &str,
+        reader: &Reader,
+        path: &Path,
+    ) -> Result<Option<u64>, IndexError> {
+        let key = path.to_string_lossy().into_owned();
+        let kind = format!("{:?}", reader.kind);
+        let opened = open_regular(path);
+        let (mut file, meta) = match opened {
+            Ok(f) => f,
+            Err(reason) => {
+                self.db.execute(
+                    "INSERT INTO files(path, harness, kind, size, mtime, offset, head, good, bad, info, error)
+                     VALUES (?1, ?2, ?3, 0, 0, 0, x'', 0, 0, '{}', ?4)
+                     ON CONFLICT(path) DO UPDATE SET error = ?4",
+                    params![key, harness, kind, reason],
+                )?;
+                return Ok(None);
+            }
+        };
+        let size = meta.len();
+        let mtime = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
+        // A digest of the first bytes, not the bytes (they may hold a secret).
+        let mut first = vec![0u8; HEAD.min(size as usize)];
+        if file.read_exact(&mut first).is_err() {
+            first.clear();
+        }
+        let head = digest(&first);
+        type Known = (i64, i64, i64, Vec<u8>, i64, i64, String, String);
+        let known: Option<Known> = self
+            .db
+            .query_row(
+                "SELECT size, mtime, offset, head, good, bad, info, kind FROM files WHERE path = ?1",
+                params![key],
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                        r.get(6)?,
+                        r.get(7)?,
+                    ))
+                },
+            )
+            .optional()?;
+        let (mut offset, mut good, mut bad, mut info, fresh) = match known {
+            Some((s, m, _, _, _, _, _, k)) if s == size as i64 && m == mtime && k == kind => {
+                return Ok(None);
+            }
+            Some((_, _, off, old_head, g, b, info, k))
+                if k == kind && size as i64 >= off && old_head == head =>
+            {
+                let info: SessionInfo = serde_json::from_str(&info).unwrap_or_default();
+                (off as u64, g, b, info, false)
+            }
+            _ => (0, 0, 0, SessionInfo::default(), true),
+        };
+        let tx = self.db.transaction()?;
+        if fresh {
+            tx.execute("DELETE FROM msgs WHERE path = ?1", params![key])?;
+        }
+        file.seek(SeekFrom::Start(offset))
+            .map_err(|e| sql_io(path, e))?;
+        let start = offset;
+        {
+            let mut insert =
+                tx.prepare("INSERT INTO msgs(path, role, at, text) VALUES (?1, ?2, ?3, ?4)")?;
+            let mut lines = BufReader::with_capacity(256 * 1024, file.by_ref().take(size - offset));
+            let mut line = Vec::new();
+            loop {
+                match read_line(&mut lines, &mut line) {
+                    Ok(Line::End) => break,
+                    Ok(Line::Partial) => break,
+                    Ok(Line::TooLong(n)) => {
+                        bad += 1;
+                        offset += n;
+                    }
+                    Ok(Line::Whole(n)) => {
+                        offset += n;
+                        if line.iter().all(u8::is_ascii_whitespace) {
+                            continue;
+                        }
+                        match reader.line(&mut info, &line) {
+                            Some(messages) => {
+                                good += 1;
+                                for m in messages {
+                                    let text = volee_store::redact(&m.text);
+                                    insert.execute(params![
+                                        key,
+                                        m.role.as_str(),
+                                        m.at,
+                                        text.as_ref()
+                                    ])?;
+                                }
+                            }
+                            None => bad += 1,
+                        }
+                    }
+                    Err(e) => return Err(sql_io(path, e)),
+                }
+            }
+        }
+        if let Some(dir) = path.parent() {
+            reader.sidecars(&mut info, dir, |p| {
+                let (mut f, meta) = open_regular(p).ok()?;
+                let mut bytes = Vec::with_capacity(meta.len().min(1 << 20) as usize);
+                f.by_ref().take(4 << 20).read_to_end(&mut bytes).ok()?;
+                Some(bytes)
+            });
+        }
+        for text in [&mut info.title, &mut info.first_prompt]
+            .into_iter()
+            .flatten()
+        {
+            if let std::borrow::Cow::Owned(r) = volee_store::redact(text) {
+                *text = r;
+            }
+        }
+        let error = if good == 0 && bad > 0 {
+            Some(format!(
+                "not a {harness} session file: {bad} line(s) are not JSON objects"
+            ))
+        } else if good > 0 && info.id.is_none() {
+            Some(format!("no {harness} session id in it"))
+        } else {
+            None
+        };
+        let info_json = serde_json::to_string(&info).unwrap_or_else(|_| "{}".into());
+        tx.execute(
+            "INSERT INTO files(path, harness, kind, size, mtime, offset, head, good, bad, info, error)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+             ON CONFLICT(path) DO UPDATE SET harness = ?2, kind = ?3, size = ?4, mtime = ?5,
+                offset = ?6, head = ?7, good = ?8, bad = ?9, info = ?10, error = ?11",
+            params![
+                key,
+                harness,
+                kind,
+                size as i64,
+                mtime,
+                offset as i64,
+                head,
+                good,
+                bad,
+                info_json,
+                error
+            ],
+        )?;
+        tx.commit()?;
+        Ok(Some(offset - start))
+    }
+
+    /// Every readable session, newest first.
+    pub fn sessions(&self) -> Result<Vec<SessionRow>, IndexError> {
+        let mut stmt = self
+            .db
+            .prepare("SELECT path, harness, info FROM files WHERE error IS NULL")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (path, harness, info) = row?;
+            let info: SessionInfo = serde_json::from_str(&info).unwrap_or_default();
+            if let Some(row) = session_row(harness, PathBuf::from(path), info) {
+                out.push(row);
+            }
+        }
+        out.sort_by(|a, b| b.last_ms.cmp(&a.last_ms).then(a.id.cmp(&b.id)));
+        Ok(out)
+    }
+
+    /// Files that could not be read, with the reason.
+    pub fn unreadable(&self) -> Result<Vec<Unreadable>, IndexError> {
+        let mut stmt = self.db.prepare(
+            "SELECT harness, path, error FROM files WHERE error IS NOT NULL ORDER BY path",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(Unreadable {
+                harness: r.get(0)?,
+                path: PathBuf::from(r.get::<_, String>(1)?),
+                reason: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Sessions whose messages match `query` (words, all of them, in any order; a word may end
+    /// in `*` for a prefix), best first, one hit per session.
+    pub fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>, IndexError> {
+        let Some(query) = fts_query(query) else {
+            return Ok(Vec::new());
+        };
+        let sessions: HashMap<PathBuf, SessionRow> = self
+            .sessions()?
+            .into_iter()
+            .map(|s| (s.file.clone(), s))
+            .collect();
+        let mut stmt = self.db.prepare(
+            "SELECT m.path, m.role, snippet(fts, 0, '[', ']', '…', 12)
+             FROM fts JOIN msgs m ON m.id = fts.rowid
+             WHERE fts MATCH ?1 ORDER BY bm25(fts) LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![query, (limit * 20).max(200) as i64], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })?;
+        let mut out: Vec<Hit> = Vec::new();
+        let mut taken = HashSet::new();
+        for row in rows {
+            let (path, role, snippet) = row?;
+            let path = PathBuf::from(path);
+            if out.len() >= limit || !taken.insert(path.clone()) {
+                continue;
+            }
+            if let Some(session) = sessions.get(&path) {
+                out.push(Hit {
+                    session: session.clone(),
+                    role: Role::parse(&role).unwrap_or(Role::Tool),
+                    snippet: snippet.replace(['\n', '\r'], " "),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The last `n` messages of the session in `file`, oldest first.
+    pub fn messages(&self, file: &Path, n: usize) -> Result<Vec<Message>, IndexError> {
+        let mut stmt = self
+            .db
+            .prepare("SELECT role, at, text FROM msgs WHERE path = ?1 ORDER BY id DESC LIMIT ?2")?;
+        let rows = stmt.query_map(params![file.to_string_lossy(), n as i64], |r| {
+            Ok(Message {
+                role: Role::parse(&r.get::<_, String>(0)?).unwrap_or(Role::Tool),
+                at: r.get(1)?,
+                text: r.get(2)?,
+            })
+        })?;
+        let mut out: Vec<Message> = rows.collect::<Result<_, _>>()?;
+        out.reverse();
+        Ok(out)
+    }
+}
+
+fn session_row(harness: String, file: PathBuf, info: SessionInfo) -> Option<SessionRow> {
+    Some(SessionRow {
+        harness,
+        id: info.id?,
+        project: info.project,
+        branch: info.branch,
+        title: info.title,
+        first_prompt: info.first_prompt,
+        started: info.started.map(format_ms),
+        last: info.last.map(format_ms),
+        last_ms: info.last.unwrap_or(0),
+        messages: info.messages,
+        model: info.model,
+        usage: info.usage,
+        file,
+    })
+}
+
+/// The user's words as an FTS5 query: each word quoted (so `-`, `:`, `"` and FTS5's own words
+/// are text), a trailing `*` kept as a prefix search. None when there is no word.
+fn fts_query(query: &str) -> Option<String> {
+    let terms: Vec<String> = query
+        .split_whitespace()
+        .filter_map(|w| {
+            let (word, prefix) = match w.strip_suffix('*') {
+                Some(w) => (w, true),
+                None => (w, false),
+            };
+            let word = word.replace('"', "\"\"");
+            (!word.is_empty()).then(|| format!("\"{word}\"{}", if prefix { "*" } else { "" }))
+        })
+        .collect();
+    (!terms.is_empty()).then(|| terms.join(" "))
+}
+
+fn is_corrupt(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
+    )
+}
+
+fn sql_io(path: &Path, e: std::io::Error) -> IndexError {
+    IndexError::Open {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+/// Create the index file 0600 if missing; refuse a symlink or anything not a regular file of
+/// ours.
+fn private_file(path: &Path) -> std::io::Result<()> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.uid() != nix::unistd::getuid().as_raw() {
+        return Err(std::io::Error::other("owned by another user"));
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
+/// Open a harness's file for reading: a regular file only (not a symlink, FIFO or device:
+/// opening a FIFO would wait for a writer), never blocking.
+fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::ELOOP) => "a symbolic link, not followed".to_owned(),
+            _ => e.to_string(),
+        })?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.file_type().is_file() {
+        return Err("not a regular file".to_owned());
+    }
+    Ok((file, meta))
+}
+
+enum Line {
+    /// A whole line of this many bytes (newline included) is in the buffer.
+    Whole(u64),
+    /// A line over [`LINE_MAX`] of this many bytes was skipped.
+    TooLong(u64),
+    /// The rest has no newline yet (a line being written): left for the next read.
+    Partial,
+    End,
+}
+
+fn read_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<Line> {
+    line.clear();
+    let mut n: u64 = 0;
+    let mut too_long = false;
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(if n == 0 { Line::End } else { Line::Partial });
+        }
+        let (take, done) = match memchr_nl(buf) {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        if !too_long {
+            if line.len() + take > LINE_MAX {
+                too_long = true;
+                line.clear();
+            } else {
+                line.extend_from_slice(&buf[..take]);
+            }
+        }
+        n += take as u64;
+        r.consume(take);
+        if done {
+            if line.last() == Some(&b'\n') {
+                line.pop();
+            }
+            return Ok(if too_long {
+                Line::TooLong(n)
+            } else {
+                Line::Whole(n)
+            });
+        }
+    }
+}
+
+/// The first bytes' digest (FNV-1a 64, with their length): tells a rewritten file from a grown
+/// one.
+fn digest(bytes: &[u8]) -> Vec<u8> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut out = h.to_le_bytes().to_vec();
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    out
+}
+
+fn memchr_nl(buf: &[u8]) -> Option<usize> {
+    buf.iter().position(|&b| b == b'\n')
+}
+
+/// Session files under `dir` (not following symlinks; `rel` is the path so far). A directory
+/// that cannot be read is reported, not fatal.
+fn walk(
+    dir: &Path,
+    rel: &mut Vec<String>,
+    reader: &Reader,
+    out: &mut Vec<PathBuf>,
+    report: &mut dyn FnMut(PathBuf, String),
+) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && rel.is_empty() => return,
+        Err(e) => {
+            report(dir.to_path_buf(), format!("cannot read the directory: {e}"));
+            return;
+        }
+    };
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let name = entry.file_name().to_string_lossy().into_owned();
+        rel.push(name);
+        let path = entry.path();
+        if kind.is_dir() {
+            if rel.len() < reader.max_depth() {
+                walk(&path, rel, reader, out, report);
+            }
+        } else {
+            let parts: Vec<&str> = rel.iter().map(String::as_str).collect();
+            if reader.is_session_file(&parts) {
+                if kind.is_symlink() {
+                    report(path, "a symbolic link, not followed".into());
+                } else {
+                    out.push(path);
+                }
+            }
+        }
+        rel.pop();
+    }
+}

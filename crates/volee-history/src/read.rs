@@ -1,0 +1,544 @@
+//! One reader per history format ([`HistoryKind`]): each takes a session file's lines one at a
+//! time (so an append-only transcript is read from where the last read stopped) and keeps the
+//! session's metadata up to date while it hands out its messages.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use volee_harness::HistoryKind;
+
+use crate::time::parse_ms;
+use crate::TOOL_OUTPUT_MAX;
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Assistant,
+    /// A tool call's input or its output (cut to [`TOOL_OUTPUT_MAX`]).
+    Tool,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+    pub fn parse(text: &str) -> Option<Role> {
+        match text {
+            "user" => Some(Role::User),
+            "assistant" => Some(Role::Assistant),
+            "tool" => Some(Role::Tool),
+            _ => None,
+        }
+    }
+}
+
+/// One message of a session, as indexed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub text: String,
+    /// Epoch milliseconds, when the line said.
+    pub at: Option<i64>,
+}
+
+/// Tokens the session's file recorded (cumulative).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+/// What is known of one session, kept between incremental reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    /// The harness's native session id.
+    pub id: Option<String>,
+    pub project: Option<String>,
+    pub branch: Option<String>,
+    /// A title the harness or its user gave; else None (the first prompt stands in).
+    pub title: Option<String>,
+    pub first_prompt: Option<String>,
+    /// Epoch milliseconds of the first and the last dated line.
+    pub started: Option<i64>,
+    pub last: Option<i64>,
+    /// User and assistant messages (tool calls not counted).
+    pub messages: u64,
+    pub model: Option<String>,
+    pub usage: Option<Usage>,
+    /// Claude writes one line per content block of a response, each with the response's usage:
+    /// the last response counted, so it is counted once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_response: Option<String>,
+}
+
+/// A reader of one format.
+#[derive(Debug, Clone, Copy)]
+pub struct Reader {
+    pub kind: HistoryKind,
+}
+
+impl Reader {
+    pub fn new(kind: HistoryKind) -> Option<Reader> {
+        (kind != HistoryKind::None).then_some(Reader { kind })
+    }
+
+    /// Is `rel` (a path under the sessions directory, `/`-separated) one of this format's session
+    /// files?
+    pub fn is_session_file(&self, rel: &[&str]) -> bool {
+        let Some(name) = rel.last() else {
+            return false;
+        };
+        match self.kind {
+            HistoryKind::None => false,
+            // <slug>/<id>.jsonl (subagents' transcripts live deeper and are not sessions).
+            HistoryKind::ClaudeJsonl => rel.len() == 2 && name.ends_with(".jsonl"),
+            HistoryKind::CodexRollout => name.starts_with("rollout-") && name.ends_with(".jsonl"),
+            HistoryKind::QwenJsonl => {
+                rel.len() == 3 && rel[1] == "chats" && name.ends_with(".jsonl")
+            }
+            HistoryKind::CopilotEvents => rel.len() == 2 && *name == "events.jsonl",
+            HistoryKind::GrokChat => rel.len() == 3 && *name == "chat_history.jsonl",
+        }
+    }
+
+    /// How deep session files lie under the sessions directory, at most.
+    pub fn max_depth(&self) -> usize {
+        match self.kind {
+            HistoryKind::CodexRollout => 5,
+            _ => 3,
+        }
+    }
+
+    /// Take one line of a session file: updates `info`, returns the messages it holds. A line
+    /// that is not a JSON object returns None (counted by the caller; a file of nothing else is
+    /// unreadable).
+    pub fn line(&self, info: &mut SessionInfo, line: &[u8]) -> Option<Vec<Message>> {
+        let v: Value = serde_json::from_slice(line).ok()?;
+        if !v.is_object() {
+            return None;
+        }
+        let mut out = Vec::new();
+        match self.kind {
+            HistoryKind::None => {}
+            HistoryKind::ClaudeJsonl => claude(info, &v, &mut out),
+            HistoryKind::CodexRollout => codex(info, &v, &mut out),
+            HistoryKind::QwenJsonl => qwen(info, &v, &mut out),
+            HistoryKind::CopilotEvents => copilot(info, &v, &mut out),
+            HistoryKind::GrokChat => grok(info, &v, &mut out),
+        }
+        for m in &out {
+            if m.role != Role::Tool {
+                info.messages += 1;
+            }
+            if m.role == Role::User && info.first_prompt.is_none() {
+                info.first_prompt = Some(first_line(&m.text));
+            }
+        }
+        Some(out)
+    }
+
+    /// Files beside a session file that complete it (read whole each time it changes): Grok
+    /// keeps its id, project, title and usage apart from the chat.
+    pub fn sidecars(
+        &self,
+        info: &mut SessionInfo,
+        dir: &std::path::Path,
+        read: impl Fn(&std::path::Path) -> Option<Vec<u8>>,
+    ) {
+        if self.kind != HistoryKind::GrokChat {
+            return;
+        }
+        if let Some(v) =
+            read(&dir.join("summary.json")).and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        {
+            set(&mut info.id, str_at(&v, &["info", "id"]));
+            set(&mut info.project, str_at(&v, &["info", "cwd"]));
+            set(&mut info.title, str_at(&v, &["session_summary"]));
+            set(&mut info.model, str_at(&v, &["current_model_id"]));
+            stamp(info, str_at(&v, &["created_at"]).as_deref());
+            stamp(info, str_at(&v, &["updated_at"]).as_deref());
+        }
+        if let Some(v) =
+            read(&dir.join("usage.json")).and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        {
+            let s = &v["session"];
+            info.usage = Some(Usage {
+                input: u(&s["inputTokens"]),
+                output: u(&s["outputTokens"]),
+                cache_read: u(&s["cachedReadTokens"]),
+                cache_write: u(&s["cacheCreationTokens"]),
+            });
+        }
+        if info.id.is_none() {
+            info.id = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+        }
+    }
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+fn str_at(v: &Value, path: &[&str]) -> Option<String> {
+    let mut cur = v;
+    for k in path {
+        cur = cur.get(k)?;
+    }
+    cur.as_str().filter(|s| !s.is_empty()).map(str::to_owned)
+}
+
+fn set(slot: &mut Option<String>, value: Option<String>) {
+    if value.is_some() {
+        *slot = value;
+    }
+}
+
+fn set_once(slot: &mut Option<String>, value: Option<String>) {
+    if slot.is_none() {
+        *slot = value;
+    }
+}
+
+fn stamp(info: &mut SessionInfo, at: Option<&str>) -> Option<i64> {
+    let ms = parse_ms(at?)?;
+    info.started = Some(info.started.map_or(ms, |s| s.min(ms)));
+    info.last = Some(info.last.map_or(ms, |l| l.max(ms)));
+    Some(ms)
+}
+
+fn first_line(text: &str) -> String {
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    line.chars().take(200).collect()
+}
+
+fn cut(text: &str) -> String {
+    if text.len() <= TOOL_OUTPUT_MAX {
+        return text.to_owned();
+    }
+    let mut end = TOOL_OUTPUT_MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Text the harness adds around the user's words (environment, reminders): not the user's.
+fn injected(text: &str) -> bool {
+    let t = text.trim_start();
+    [
+        "<system-reminder>",
+        "<environment_context>",
+        "<user_instructions>",
+        "<user_info>",
+        "<command-",
+        "<local-command",
+        "Caveat:",
+    ]
+    .iter()
+    .any(|p| t.starts_with(p))
+}
+
+fn push(out: &mut Vec<Message>, role: Role, text: String, at: Option<i64>) {
+    let text = if role == Role::Tool { cut(&text) } else { text };
+    if !text.trim().is_empty() {
+        out.push(Message { role, text, at });
+    }
+}
+
+fn tool_call(name: &str, input: &Value) -> String {
+    let input = match input {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    format!("{name} {input}")
+}
+
+/// Claude Code: `{"type":"user"|"assistant","message":{"role","content","model","usage","id"},
+/// "sessionId","cwd","gitBranch","timestamp","isMeta"}`, `{"type":"custom-title","customTitle"}`,
+/// `{"type":"summary","summary"}`.
+fn claude(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
+    let kind = v["type"].as_str().unwrap_or("");
+    match kind {
+        "custom-title" => set(&mut info.title, str_at(v, &["customTitle"])),
+        "summary" => set_once(&mut info.title, str_at(v, &["summary"])),
+        "user" | "assistant" => {
+            set_once(&mut info.id, str_at(v, &["sessionId"]));
+            set_once(&mut info.project, str_at(v, &["cwd"]));
+            set(&mut info.branch, str_at(v, &["gitBranch"]));
+            let at = stamp(info, v["timestamp"].as_str());
+            if v["isMeta"].as_bool() == Some(true) {
+                return;
+            }
+            let message = &v["message"];
+            set(&mut info.model, str_at(message, &["model"]));
+            if let Some(usage) = message.get("usage").filter(|u| u.is_object()) {
+                let id = str_at(message, &["id"]);
+                if id.is_none() || id != info.last_response {
+                    let total = info.usage.get_or_insert_with(Usage::default);
+                    total.input += u(&usage["input_tokens"]);
+                    total.output += u(&usage["output_tokens"]);
+                    total.cache_read += u(&usage["cache_read_input_tokens"]);
+                    total.cache_write += u(&usage["cache_creation_input_tokens"]);
+                    info.last_response = id;
+                }
+            }
+            let role = if kind == "user" {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            match &message["content"] {
+                Value::String(text) if !injected(text) => push(out, role, text.clone(), at),
+                Value::Array(blocks) => {
+                    for b in blocks {
+                        match b["type"].as_str() {
+                            Some("text") => {
+                                let text = b["text"].as_str().unwrap_or("");
+                                if !injected(text) {
+                                    push(out, role, text.to_owned(), at);
+                                }
+                            }
+                            Some("tool_use") => push(
+                                out,
+                                Role::Tool,
+                                tool_call(b["name"].as_str().unwrap_or("tool"), &b["input"]),
+                                at,
+                            ),
+                            Some("tool_result") => {
+                                let text = match &b["content"] {
+                                    Value::String(s) => s.clone(),
+                                    Value::Array(parts) => parts
+                                        .iter()
+                                        .filter_map(|p| p["text"].as_str())
+                                        .collect::<Vec<_>>()
+                                        .join("\n"),
+                                    _ => String::new(),
+                                };
+                                push(out, Role::Tool, text, at);
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Codex CLI rollouts: `{"type":"session_meta","payload":{"id","cwd","timestamp","git":{"branch"}}}`,
+/// `{"type":"response_item","payload":{"type":"message","role","content":[{"text"}]}}` and
+/// `function_call` / `function_call_output`, `{"type":"turn_context","payload":{"model"}}`,
+/// `{"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage"}}}`.
+fn codex(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
+    let at = stamp(info, v["timestamp"].as_str());
+    let p = &v["payload"];
+    match v["type"].as_str().unwrap_or("") {
+        "session_meta" => {
+            set_once(&mut info.id, str_at(p, &["id"]));
+            set_once(&mut info.project, str_at(p, &["cwd"]));
+            set(&mut info.branch, str_at(p, &["git", "branch"]));
+        }
+        "turn_context" => set(&mut info.model, str_at(p, &["model"])),
+        "response_item" => match p["type"].as_str().unwrap_or("") {
+            "message" => {
+                let role = match p["role"].as_str() {
+                    Some("user") => Role::User,
+                    Some("assistant") => Role::Assistant,
+                    _ => return,
+                };
+                let text: Vec<&str> = p["content"]
+                    .as_array()
+                    .map(|c| c.iter().filter_map(|b| b["text"].as_str()).collect())
+                    .unwrap_or_default();
+                let text = text.join("\n");
+                if !injected(&text) {
+                    push(out, role, text, at);
+                }
+            }
+            "function_call" | "custom_tool_call" => push(
+                out,
+                Role::Tool,
+                tool_call(
+                    p["name"].as_str().unwrap_or("tool"),
+                    p.get("arguments")
+                        .or_else(|| p.get("input"))
+                        .unwrap_or(&Value::Null),
+                ),
+                at,
+            ),
+            "function_call_output" | "custom_tool_call_output" => {
+                let text = match &p["output"] {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                push(out, Role::Tool, text, at);
+            }
+            _ => {}
+        },
+        "event_msg" if p["type"] == "token_count" => {
+            let t = &p["info"]["total_token_usage"];
+            if t.is_object() {
+                // Cumulative: the last one is the session's.
+                info.usage = Some(Usage {
+                    input: u(&t["input_tokens"]),
+                    output: u(&t["output_tokens"]),
+                    cache_read: u(&t["cached_input_tokens"]),
+                    cache_write: u(&t["cache_write_input_tokens"]),
+                });
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Qwen Code: `{"type":"user"|"assistant"|"tool_result","sessionId","cwd","timestamp","model",
+/// "message":{"role","parts":[{"text"}|{"functionCall"}|{"functionResponse"}]},"usageMetadata"}`.
+fn qwen(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
+    let kind = v["type"].as_str().unwrap_or("");
+    if !matches!(kind, "user" | "assistant" | "tool_result") {
+        return;
+    }
+    set_once(&mut info.id, str_at(v, &["sessionId"]));
+    set_once(&mut info.project, str_at(v, &["cwd"]));
+    set(&mut info.branch, str_at(v, &["gitBranch"]));
+    set(&mut info.model, str_at(v, &["model"]));
+    let at = stamp(info, v["timestamp"].as_str());
+    if let Some(m) = v.get("usageMetadata").filter(|m| m.is_object()) {
+        let total = info.usage.get_or_insert_with(Usage::default);
+        let cached = u(&m["cachedContentTokenCount"]);
+        total.input += u(&m["promptTokenCount"]).saturating_sub(cached);
+        total.output += u(&m["candidatesTokenCount"]);
+        total.cache_read += cached;
+    }
+    let role = match kind {
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        _ => Role::Tool,
+    };
+    for part in v["message"]["parts"].as_array().into_iter().flatten() {
+        if let Some(text) = part["text"].as_str() {
+            if part["thought"].as_bool() != Some(true) && !injected(text) {
+                push(out, role, text.to_owned(), at);
+            }
+        } else if let Some(call) = part.get("functionCall") {
+            push(
+                out,
+                Role::Tool,
+                tool_call(call["name"].as_str().unwrap_or("tool"), &call["args"]),
+                at,
+            );
+        } else if let Some(response) = part.get("functionResponse") {
+            let r = &response["response"];
+            let text = r["output"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| r.to_string());
+            push(out, Role::Tool, text, at);
+        }
+    }
+}
+
+/// Copilot CLI: `{"type":"session.start","data":{"sessionId","selectedModel","context":{"cwd"}}}`,
+/// `user.message` / `assistant.message` (`data.content`, `toolRequests`),
+/// `tool.execution_start` (`toolName`, `arguments`), `session.model_change` (`newModel`),
+/// `session.usage_record` (`usage`: `inputTokens`, `outputTokens`, `cacheReadTokens`,
+/// `cacheWriteTokens`).
+fn copilot(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
+    let at = stamp(info, v["timestamp"].as_str());
+    let d = &v["data"];
+    match v["type"].as_str().unwrap_or("") {
+        "session.start" => {
+            set_once(&mut info.id, str_at(d, &["sessionId"]));
+            set_once(&mut info.project, str_at(d, &["context", "cwd"]));
+            set(&mut info.branch, str_at(d, &["context", "branch"]));
+            set(&mut info.model, str_at(d, &["selectedModel"]));
+        }
+        "session.model_change" => set(&mut info.model, str_at(d, &["newModel"])),
+        "user.message" => {
+            if let Some(text) = d["content"].as_str() {
+                push(out, Role::User, text.to_owned(), at);
+            }
+        }
+        "assistant.message" => {
+            if let Some(text) = d["content"].as_str() {
+                push(out, Role::Assistant, text.to_owned(), at);
+            }
+        }
+        "tool.execution_start" => push(
+            out,
+            Role::Tool,
+            tool_call(d["toolName"].as_str().unwrap_or("tool"), &d["arguments"]),
+            at,
+        ),
+        "session.usage_record" => {
+            let usage = &d["usage"];
+            let total = info.usage.get_or_insert_with(Usage::default);
+            total.input += u(&usage["inputTokens"]);
+            total.output += u(&usage["outputTokens"]);
+            total.cache_read += u(&usage["cacheReadTokens"]);
+            total.cache_write += u(&usage["cacheWriteTokens"]);
+        }
+        _ => {}
+    }
+}
+
+/// Grok Build's `chat_history.jsonl`: `{"type":"system"|"user"|"assistant"|"tool_result",
+/// "content", "tool_calls", "model_id", "synthetic_reason"}` (no times, no id: those are in the
+/// session directory's `summary.json`, read by [`Reader::sidecars`]). The user's words are
+/// inside `<user_query>…</user_query>`.
+fn grok(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
+    match v["type"].as_str().unwrap_or("") {
+        "user" => {
+            if v.get("synthetic_reason").is_some() {
+                return;
+            }
+            let text = match &v["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                _ => String::new(),
+            };
+            if let Some(query) = text
+                .split_once("<user_query>")
+                .and_then(|(_, rest)| rest.split_once("</user_query>"))
+            {
+                push(out, Role::User, query.0.trim().to_owned(), None);
+            } else if !injected(&text) {
+                push(out, Role::User, text, None);
+            }
+        }
+        "assistant" => {
+            set(&mut info.model, str_at(v, &["model_id"]));
+            if let Some(text) = v["content"].as_str() {
+                push(out, Role::Assistant, text.to_owned(), None);
+            }
+            for call in v["tool_calls"].as_array().into_iter().flatten() {
+                push(
+                    out,
+                    Role::Tool,
+                    tool_call(call["name"].as_str().unwrap_or("tool"), &call["arguments"]),
+                    None,
+                );
+            }
+        }
+        "tool_result" => {
+            if let Some(text) = v["content"].as_str() {
+                push(out, Role::Tool, text.to_owned(), None);
+            }
+        }
+        _ => {}
+    }
+}
