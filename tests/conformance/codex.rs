@@ -320,6 +320,13 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
             .collect();
         assert_eq!(rollouts.len(), 1, "{rollouts:?}");
         assert_eq!(session.as_deref(), Some(rollouts[0].as_str()), "{view}");
+        // The session browser finds it in the rollout.
+        crate::common::find_in_history(
+            &env,
+            "codex",
+            "Touch the conformance marker file.",
+            &rollouts[0],
+        );
 
         // 4. End it the way a user does. (Without hooks, the echo of the typed `/quit` is output:
         // volee may show `working` for a moment before `done`; only the end state is checked.)

@@ -561,6 +561,8 @@ pub fn drive(
                 || format!("no {end} payload"),
             );
         }
+        // 7. The session browser finds the past session by a word of its prompt.
+        find_in_history(env, spec.harness, spec.prompt, &session);
         std::thread::sleep(Duration::from_millis(100));
         drop(_stop);
         let (polls, polling) = watcher.join().unwrap();
@@ -812,4 +814,42 @@ pub fn a_multi_line_prompt_arrives_whole(
     );
     env.ok(["send", &id, exit]);
     assert_eq!(env.wait_state(&id, "done", 30), "done");
+}
+
+/// `volee sessions search` finds the harness's session `session` by the longest word of
+/// `prompt`, with its harness, native id and project directory (harnesses whose profile reads
+/// their history).
+pub fn find_in_history(env: &TestEnv, harness: &str, prompt: &str, session: &str) {
+    let reads = volee_harness::profile(harness)
+        .is_some_and(|p| p.history.kind != volee_harness::HistoryKind::None);
+    if !reads {
+        return;
+    }
+    let word = prompt
+        .split(|c: char| !c.is_alphanumeric())
+        .max_by_key(|w| w.len())
+        .unwrap_or_default()
+        .to_string();
+    let hit = wait_until(
+        &format!("volee sessions search {word} finds {harness}'s session {session}"),
+        Duration::from_secs(10),
+        || {
+            let out = env.ok(["sessions", "search", &word, "--json"]);
+            let hits: Vec<Value> = serde_json::from_str(&out).ok()?;
+            hits.into_iter().find(|h| h["id"] == session)
+        },
+        || env.ok(["sessions", "--json"]),
+    );
+    assert_eq!(hit["harness"], harness, "{hit}");
+    let work = env.work().canonicalize().unwrap();
+    assert_eq!(hit["project"], work.display().to_string(), "{hit}");
+    let shown = env.ok(["sessions", "show", session, "--json"]);
+    let shown: Value = serde_json::from_str(&shown).unwrap();
+    assert!(
+        shown["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "user")),
+        "{shown}"
+    );
+    eprintln!("volee sessions search {word}: {hit}");
 }

@@ -20,6 +20,7 @@ mod probe;
 mod profiles;
 mod program;
 mod send;
+mod sessions_cmd;
 mod setup;
 mod tmux_ui;
 mod worktree;
@@ -60,6 +61,8 @@ enum Command {
     Launch(launch::LaunchArgs),
     /// volee's own agent (Ollama + a Docker sandbox) in this pane; --prompt for one turn; manage its sessions.
     Agent(agent_cmd::AgentArgs),
+    /// Every harness's past sessions: list them, search their messages, show one.
+    Sessions(sessions_cmd::SessionsArgs),
     /// List agents (launched and discovered); --all adds ended ones.
     #[command(after_help = "Examples:
   volee ls                  live agents: state, for how long, source, where
@@ -327,6 +330,7 @@ fn main() {
         Command::Peek { id, lines } => commands::peek(&id, lines),
         Command::Rm { id } => commands::rm(&id),
         Command::Prune => commands::prune(),
+        Command::Sessions(args) => sessions_cmd::run(args),
         Command::Status { format } => commands::status(format),
         Command::Daemon { action, foreground } => match action {
             Some(DaemonAction::Stop) => commands::daemon_stop(),

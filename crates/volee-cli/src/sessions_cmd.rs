@@ -1,0 +1,357 @@
+//! `volee sessions`: every harness's past sessions, from the index in volee's state dir (brought
+//! up to date from the harnesses' own files first, incrementally): list, search, show.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use volee_daemon::Paths;
+use volee_history::{roots, Index, Root, Scan, SessionRow, Unreadable};
+use volee_view::plain_text;
+
+use crate::error::{CliError, CliResult};
+use crate::output::{json, now_secs, out};
+
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  volee sessions                        the newest past sessions of every harness
+  volee sessions --harness claude --since 7d
+  volee sessions search auth bug        sessions whose messages have both words
+  volee sessions show 01a2              one session's metadata and its last messages
+
+A SID is a harness's native session id: exact, or a unique prefix across harnesses.
+The index is $VOLEE_HOME/state/sessions.db (0600); delete it at any time: it is rebuilt.")]
+pub struct SessionsArgs {
+    #[command(subcommand)]
+    pub command: Option<SessionsCommand>,
+    /// Only this harness's sessions.
+    #[arg(long)]
+    pub harness: Option<String>,
+    /// Only sessions of this project directory (or below it).
+    #[arg(long)]
+    pub project: Option<PathBuf>,
+    /// Only sessions active within this long (`90m`, `7d`).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Every session (default: the newest 50).
+    #[arg(long)]
+    pub all: bool,
+    /// Print JSON: `{roots, sessions, unreadable}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SessionsCommand {
+    /// Sessions whose messages (prompts, answers, tool calls) hold every word, best first.
+    Search {
+        /// Words; a word ending in `*` is a prefix.
+        #[arg(required = true)]
+        words: Vec<String>,
+        /// At most this many sessions.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON: an array of hits (a session object plus `role` and `snippet`).
+        #[arg(long)]
+        json: bool,
+    },
+    /// One session: its metadata and its last messages.
+    Show {
+        /// The harness's native session id, or a unique prefix of it.
+        sid: String,
+        /// How many of the last messages.
+        #[arg(short = 'n', long, default_value_t = 10)]
+        messages: usize,
+        /// Print JSON: the session object plus `messages`.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(args: SessionsArgs) -> CliResult {
+    let (index, roots, scan) = open_scanned()?;
+    match args.command {
+        None => list(&index, &roots, &scan, &args),
+        Some(SessionsCommand::Search { words, limit, json }) => search(&index, &words, limit, json),
+        Some(SessionsCommand::Show {
+            sid,
+            messages,
+            json,
+        }) => show(&index, &sid, messages, json),
+    }
+}
+
+/// The index, brought up to date with every root under this environment.
+fn open_scanned() -> CliResult<(Index, Vec<Root>, Scan)> {
+    let paths = Paths::from_process_env();
+    paths
+        .ensure()
+        .map_err(|e| CliError::env(format!("volee's directories: {e}")))?;
+    let mut index = Index::open(&paths.state_dir.join("sessions.db"))
+        .map_err(|e| CliError::env(e.to_string()))?;
+    let roots = roots(|k| std::env::var(k).ok());
+    let scan = index
+        .scan(&roots)
+        .map_err(|e| CliError::internal(e.to_string()))?;
+    Ok((index, roots, scan))
+}
+
+#[derive(Serialize)]
+struct RootView<'a> {
+    harness: &'a str,
+    path: &'a std::path::Path,
+    from: &'a str,
+    exists: bool,
+}
+
+#[derive(Serialize)]
+struct Listing<'a> {
+    roots: Vec<RootView<'a>>,
+    sessions: Vec<&'a SessionRow>,
+    unreadable: &'a [Unreadable],
+}
+
+fn list(index: &Index, roots: &[Root], scan: &Scan, args: &SessionsArgs) -> CliResult {
+    if let Some(h) = &args.harness {
+        if !roots.iter().any(|r| &r.harness == h) {
+            let known: Vec<&str> = roots.iter().map(|r| r.harness.as_str()).collect();
+            return Err(CliError::user(format!(
+                "no past sessions are read for harness {h:?} (read: {})",
+                known.join(", ")
+            )));
+        }
+    }
+    let since_ms = match &args.since {
+        Some(s) => {
+            let d = humantime::parse_duration(s)
+                .map_err(|e| CliError::user(format!("--since {s:?}: {e} (for example 90m, 7d)")))?;
+            Some(volee_os::clock::now_ms() as i64 - d.as_millis() as i64)
+        }
+        None => None,
+    };
+    let project = args
+        .project
+        .as_ref()
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()));
+    let all = index
+        .sessions()
+        .map_err(|e| CliError::internal(e.to_string()))?;
+    let mut sessions: Vec<&SessionRow> = all
+        .iter()
+        .filter(|s| args.harness.as_ref().is_none_or(|h| &s.harness == h))
+        .filter(|s| since_ms.is_none_or(|t| s.last_ms >= t))
+        .filter(|s| {
+            project.as_ref().is_none_or(|p| {
+                s.project
+                    .as_deref()
+                    .is_some_and(|sp| std::path::Path::new(sp).starts_with(p))
+            })
+        })
+        .collect();
+    if !args.all {
+        sessions.truncate(50);
+    }
+    if args.json {
+        return json(&Listing {
+            roots: roots
+                .iter()
+                .map(|r| RootView {
+                    harness: &r.harness,
+                    path: &r.path,
+                    from: &r.from,
+                    exists: r.path.is_dir(),
+                })
+                .collect(),
+            sessions,
+            unreadable: &scan.unreadable,
+        });
+    }
+    if sessions.is_empty() {
+        out("no past sessions (volee sessions --json lists where it looked)");
+    } else {
+        out(&table(&sessions));
+    }
+    if !scan.unreadable.is_empty() {
+        eprintln!(
+            "{} file(s) could not be read (volee sessions --json lists them with the reason)",
+            scan.unreadable.len()
+        );
+    }
+    Ok(())
+}
+
+fn short(id: &str) -> String {
+    id.chars().take(8).collect()
+}
+
+fn age(session: &SessionRow) -> String {
+    if session.last_ms <= 0 {
+        return "-".into();
+    }
+    let secs = now_secs().saturating_sub((session.last_ms / 1000) as u64);
+    volee_view::ago(secs)
+}
+
+fn title(session: &SessionRow) -> String {
+    let text = session
+        .title
+        .as_deref()
+        .or(session.first_prompt.as_deref())
+        .unwrap_or("");
+    plain_text(text, 60)
+}
+
+fn table(sessions: &[&SessionRow]) -> String {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let rows: Vec<[String; 5]> = sessions
+        .iter()
+        .map(|s| {
+            let project = s.project.as_deref().unwrap_or("-");
+            let project = match project.strip_prefix(&home) {
+                Some(rest) if !home.is_empty() => format!("~{rest}"),
+                _ => project.to_owned(),
+            };
+            [
+                age(s),
+                s.harness.clone(),
+                short(&s.id),
+                plain_text(&project, 40),
+                title(s),
+            ]
+        })
+        .collect();
+    let header = ["LAST", "HARNESS", "SID", "PROJECT", "TITLE"];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; 5]| {
+        let mut l = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i == 4 {
+                l.push_str(cell);
+            } else {
+                l.push_str(&format!("{cell:<w$}  ", w = widths[i]));
+            }
+        }
+        l.trim_end().to_owned()
+    };
+    let mut text = line(header);
+    for row in &rows {
+        text.push('\n');
+        text.push_str(&line([&row[0], &row[1], &row[2], &row[3], &row[4]]));
+    }
+    text
+}
+
+fn search(index: &Index, words: &[String], limit: usize, as_json: bool) -> CliResult {
+    let hits = index
+        .search(&words.join(" "), limit)
+        .map_err(|e| CliError::internal(e.to_string()))?;
+    if as_json {
+        return json(&hits);
+    }
+    if hits.is_empty() {
+        out(&format!("no session mentions {:?}", words.join(" ")));
+        return Ok(());
+    }
+    let mut text = String::new();
+    for h in &hits {
+        let s = &h.session;
+        text.push_str(&format!(
+            "{} {} {}  {}  {}\n    {}: {}\n",
+            age(s),
+            s.harness,
+            short(&s.id),
+            plain_text(s.project.as_deref().unwrap_or("-"), 40),
+            title(s),
+            h.role.as_str(),
+            plain_text(&h.snippet, 160),
+        ));
+    }
+    out(&text);
+    Ok(())
+}
+
+/// A SID: an exact native id, else a unique prefix across harnesses.
+fn resolve<'a>(sessions: &'a [SessionRow], sid: &str) -> CliResult<&'a SessionRow> {
+    if sid.is_empty() {
+        return Err(CliError::user("a session id is needed"));
+    }
+    let exact: Vec<&SessionRow> = sessions.iter().filter(|s| s.id == sid).collect();
+    let found = if exact.is_empty() {
+        sessions
+            .iter()
+            .filter(|s| s.id.starts_with(sid))
+            .collect::<Vec<_>>()
+    } else {
+        exact
+    };
+    match found.as_slice() {
+        [one] => Ok(one),
+        [] => Err(CliError::user(format!(
+            "no past session {sid:?} (volee sessions lists them; volee sessions search finds them)"
+        ))),
+        many => Err(CliError::user(format!(
+            "{sid:?} names {} sessions: {}",
+            many.len(),
+            many.iter()
+                .map(|s| format!("{}/{}", s.harness, s.id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+#[derive(Serialize)]
+struct Shown<'a> {
+    #[serde(flatten)]
+    session: &'a SessionRow,
+    messages: Vec<volee_history::Message>,
+}
+
+fn show(index: &Index, sid: &str, n: usize, as_json: bool) -> CliResult {
+    let sessions = index
+        .sessions()
+        .map_err(|e| CliError::internal(e.to_string()))?;
+    let session = resolve(&sessions, sid)?;
+    let messages = index
+        .messages(&session.file, n)
+        .map_err(|e| CliError::internal(e.to_string()))?;
+    if as_json {
+        return json(&Shown { session, messages });
+    }
+    let field = |name: &str, value: Option<&str>| {
+        format!("{name:<13}{}\n", plain_text(value.unwrap_or("-"), 200))
+    };
+    let mut text = String::new();
+    text.push_str(&field("harness:", Some(&session.harness)));
+    text.push_str(&field("session:", Some(&session.id)));
+    text.push_str(&field("project:", session.project.as_deref()));
+    text.push_str(&field("branch:", session.branch.as_deref()));
+    text.push_str(&field("title:", session.title.as_deref()));
+    text.push_str(&field("prompt:", session.first_prompt.as_deref()));
+    text.push_str(&field("started:", session.started.as_deref()));
+    text.push_str(&field("last:", session.last.as_deref()));
+    text.push_str(&field("messages:", Some(&session.messages.to_string())));
+    text.push_str(&field("model:", session.model.as_deref()));
+    let usage = session.usage.map(|u| {
+        format!(
+            "{} in, {} out, {} cache read, {} cache write",
+            u.input, u.output, u.cache_read, u.cache_write
+        )
+    });
+    text.push_str(&field("tokens:", usage.as_deref().or(Some("unknown"))));
+    text.push_str(&field("file:", Some(&session.file.display().to_string())));
+    for m in &messages {
+        text.push_str(&format!(
+            "\n{}: {}",
+            m.role.as_str(),
+            plain_text(&m.text, 400)
+        ));
+    }
+    out(&text);
+    Ok(())
+}
