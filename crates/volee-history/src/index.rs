@@ -21,7 +21,7 @@ use crate::time::format_ms;
 const LINE_MAX: usize = 16 << 20;
 /// The first bytes of a file, kept to tell an appended file from a rewritten one.
 const HEAD: usize = 256;
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -105,10 +105,15 @@ impl Index {
     fn connect(path: &Path) -> Result<Index, IndexError> {
         let db = Connection::open(path)?;
         db.busy_timeout(std::time::Duration::from_secs(10))?;
+        // A cache: write-ahead log, no sync per commit (a crash of volee loses nothing; a power
+        // cut may lose the last updates, which the next scan makes again).
+        db.pragma_update(None, "journal_mode", "WAL")?;
+        db.pragma_update(None, "synchronous", "NORMAL")?;
         let version: i64 = db.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version != SCHEMA_VERSION {
             db.execute_batch(
-                "DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS msgs; DROP TABLE IF EXISTS files;",
+                "DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS msgs; DROP TABLE IF EXISTS files;
+                 DROP TABLE IF EXISTS meta;",
             )?;
         }
         db.execute_batch(
@@ -118,16 +123,23 @@ impl Index {
                 head BLOB NOT NULL, good INTEGER NOT NULL, bad INTEGER NOT NULL,
                 info TEXT NOT NULL, error TEXT);
              CREATE TABLE IF NOT EXISTS msgs(
-                id INTEGER PRIMARY KEY, path TEXT NOT NULL, role TEXT NOT NULL, at INTEGER,
+                id INTEGER PRIMARY KEY AUTOINCREMENT, path TEXT NOT NULL, role TEXT NOT NULL, at INTEGER,
                 text TEXT NOT NULL);
              CREATE INDEX IF NOT EXISTS msgs_path ON msgs(path, id);
              CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
                 text, content='msgs', content_rowid='id', tokenize='unicode61');
-             CREATE TRIGGER IF NOT EXISTS msgs_ai AFTER INSERT ON msgs BEGIN
-                INSERT INTO fts(rowid, text) VALUES (new.id, new.text); END;
-             CREATE TRIGGER IF NOT EXISTS msgs_ad AFTER DELETE ON msgs BEGIN
-                INSERT INTO fts(fts, rowid, text) VALUES ('delete', old.id, old.text); END;",
+             CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+             INSERT OR IGNORE INTO meta(key, value) VALUES ('fts_upto', 0);",
         )?;
+        if version != SCHEMA_VERSION {
+            // Fewer, larger segments: terms pending in memory up to 32 MB before they are
+            // written, and merges of 8 segments at a time (the defaults, 1 MB and 4, spent most
+            // of a cold scan merging).
+            db.execute_batch(
+                "INSERT INTO fts(fts, rank) VALUES ('hashsize', 33554432);
+                 INSERT INTO fts(fts, rank) VALUES ('automerge', 8);",
+            )?;
+        }
         db.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
         Ok(Index { db })
     }
@@ -135,7 +147,23 @@ impl Index {
     /// Bring the index up to date with every session file under `roots`: new and grown files
     /// are read (grown ones from where the last read stopped), files gone are forgotten.
     pub fn scan(&mut self, roots: &[Root]) -> Result<Scan, IndexError> {
+        self.db.execute_batch("BEGIN IMMEDIATE")?;
+        let result = self.scan_in_transaction(roots);
+        match &result {
+            Ok(_) => {
+                self.sync_fts()?;
+                self.db.execute_batch("COMMIT")?;
+            }
+            Err(_) => {
+                let _ = self.db.execute_batch("ROLLBACK");
+            }
+        }
+        result
+    }
+
+    fn scan_in_transaction(&mut self, roots: &[Root]) -> Result<Scan, IndexError> {
         let mut scan = Scan::default();
+        let mut uncommitted: u64 = 0;
         let mut seen: HashSet<PathBuf> = HashSet::new();
         let mut done_roots: HashSet<PathBuf> = HashSet::new();
         for root in roots {
@@ -165,6 +193,14 @@ impl Index {
                 if let Some(bytes) = self.update(&root.harness, &reader, &file)? {
                     scan.read += 1;
                     scan.bytes += bytes;
+                    uncommitted += bytes;
+                    // Commit as it goes, so a long first scan shows its progress to other
+                    // readers and a second writer waits seconds, not minutes.
+                    if uncommitted > 64 << 20 {
+                        self.sync_fts()?;
+                        self.db.execute_batch("COMMIT; BEGIN IMMEDIATE")?;
+                        uncommitted = 0;
+                    }
                 }
             }
             // Files under this root that are gone.
@@ -192,11 +228,56 @@ impl Index {
         Ok(scan)
     }
 
+    /// Read what is new in one session file of `root` (a file a watcher saw change): the bytes
+    /// read, None when it had not changed.
+    pub fn refresh(&mut self, root: &Root, path: &Path) -> Result<Option<u64>, IndexError> {
+        let Some(reader) = Reader::new(root.kind) else {
+            return Ok(None);
+        };
+        self.db.execute_batch("BEGIN IMMEDIATE")?;
+        let result = self.update(&root.harness, &reader, path);
+        match &result {
+            Ok(_) => {
+                self.sync_fts()?;
+                self.db.execute_batch("COMMIT")?;
+            }
+            Err(_) => {
+                let _ = self.db.execute_batch("ROLLBACK");
+            }
+        }
+        result
+    }
+
+    /// Index the text of messages stored since the last call, in one statement: FTS5 writes its
+    /// pending terms out at every statement that writes to it (a savepoint), so a row at a time
+    /// (a trigger) made one segment per message and a cold scan spent its time merging them.
+    fn sync_fts(&self) -> Result<(), IndexError> {
+        self.db.execute_batch(
+            "INSERT INTO fts(rowid, text)
+                SELECT id, text FROM msgs WHERE id > (SELECT value FROM meta WHERE key = 'fts_upto')
+                ORDER BY id;
+             UPDATE meta SET value = (SELECT coalesce(max(id), 0) FROM msgs) WHERE key = 'fts_upto';",
+        )?;
+        Ok(())
+    }
+
+    /// Drop a file's messages, from the text index too.
+    fn drop_messages(&self, path: &str) -> Result<(), IndexError> {
+        self.db.execute(
+            "INSERT INTO fts(fts, rowid, text)
+                SELECT 'delete', id, text FROM msgs
+                WHERE path = ?1 AND id <= (SELECT value FROM meta WHERE key = 'fts_upto')",
+            params![path],
+        )?;
+        self.db
+            .execute("DELETE FROM msgs WHERE path = ?1", params![path])?;
+        Ok(())
+    }
+
     fn forget(&mut self, path: &str) -> Result<(), IndexError> {
-        let tx = self.db.transaction()?;
-        tx.execute("DELETE FROM msgs WHERE path = ?1", params![path])?;
-        tx.execute("DELETE FROM files WHERE path = ?1", params![path])?;
-        tx.commit()?;
+        self.drop_messages(path)?;
+        self.db
+            .execute("DELETE FROM files WHERE path = ?1", params![path])?;
         Ok(())
     }
 
@@ -262,9 +343,11 @@ impl Index {
             }
             _ => (0, 0, 0, SessionInfo::default(), true),
         };
-        let tx = self.db.transaction()?;
+        // Inside the caller's transaction (no savepoint per file: FTS5 writes its pending terms
+        // out as a new segment at each one, and merging those was most of a cold scan's time).
+        let tx = &self.db;
         if fresh {
-            tx.execute("DELETE FROM msgs WHERE path = ?1", params![key])?;
+            self.drop_messages(&key)?;
         }
         file.seek(SeekFrom::Start(offset))
             .map_err(|e| sql_io(path, e))?;
@@ -352,7 +435,6 @@ impl Index {
                 error
             ],
         )?;
-        tx.commit()?;
         Ok(Some(offset - start))
     }
 
