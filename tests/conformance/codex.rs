@@ -322,7 +322,7 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
         assert_eq!(session.as_deref(), Some(rollouts[0].as_str()), "{view}");
         // The session browser finds it in the rollout.
         crate::common::find_in_history(
-            &env,
+            env,
             "codex",
             "Touch the conformance marker file.",
             &rollouts[0],
