@@ -284,6 +284,18 @@ fn main() {
         assert!(!json.is_empty());
     }
     list.sort_by(f64::total_cmp);
+    // What `volee sessions --json` does after its start: open, rescan (nothing changed), list.
+    let mut cli = Vec::new();
+    for _ in 0..10 {
+        let t = Instant::now();
+        let mut again = Index::open(&db).unwrap();
+        again.scan(&roots).unwrap();
+        let all = again.sessions().unwrap();
+        let json = serde_json::to_string(&all).unwrap();
+        cli.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert!(!json.is_empty());
+    }
+    cli.sort_by(f64::total_cmp);
     one.sort_by(f64::total_cmp);
 
     println!(

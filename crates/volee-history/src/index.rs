@@ -163,6 +163,14 @@ impl Index {
 
     fn scan_in_transaction(&mut self, roots: &[Root]) -> Result<Scan, IndexError> {
         let mut scan = Scan::default();
+        // What each file was at its last read: unchanged files are told by a `stat` alone.
+        let unchanged: HashMap<String, (i64, i64)> = {
+            let mut stmt = self
+                .db
+                .prepare("SELECT path, size, mtime FROM files WHERE error IS NULL")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?;
+            rows.collect::<Result<_, _>>()?
+        };
         let mut uncommitted: u64 = 0;
         let mut seen: HashSet<PathBuf> = HashSet::new();
         let mut done_roots: HashSet<PathBuf> = HashSet::new();
@@ -190,6 +198,13 @@ impl Index {
             for file in files {
                 scan.files += 1;
                 seen.insert(file.clone());
+                let same = std::fs::symlink_metadata(&file).is_ok_and(|m| {
+                    unchanged.get(file.to_string_lossy().as_ref())
+                        == Some(&(m.len() as i64, m.mtime() * 1_000_000_000 + m.mtime_nsec()))
+                });
+                if same {
+                    continue;
+                }
                 if let Some(bytes) = self.update(&root.harness, &reader, &file)? {
                     scan.read += 1;
                     scan.bytes += bytes;
