@@ -331,5 +331,10 @@ fn main() {
         "| every session listed as JSON, p50 of 10 | {:.0} ms |",
         percentile(&list, 0.5)
     );
+    println!(
+        "| open + rescan (nothing changed) + list as JSON, p50 / max of 10 | {:.0} / {:.0} ms |",
+        percentile(&cli, 0.5),
+        cli[cli.len() - 1]
+    );
     drop(tmp);
 }

@@ -290,11 +290,16 @@ fn a_corrupt_index_is_rebuilt_and_a_symlinked_one_refused() {
     let mut index = w.index();
     index.scan(&w.roots()).unwrap();
     assert_eq!(index.sessions().unwrap().len(), 5);
-    let mode = std::fs::metadata(&w.db).unwrap();
-    assert_eq!(
-        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
-        0o600
-    );
+    // The database and its write-ahead log and shared memory: 0600 like the store's files.
+    for suffix in ["", "-wal", "-shm"] {
+        let path = PathBuf::from(format!("{}{suffix}", w.db.display()));
+        if let Ok(meta) = std::fs::metadata(&path) {
+            let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777;
+            assert_eq!(mode, 0o600, "{}", path.display());
+        } else {
+            assert!(!suffix.is_empty(), "no index file");
+        }
+    }
 
     let link = w.db.with_file_name("link.db");
     std::os::unix::fs::symlink(&w.db, &link).unwrap();
