@@ -642,8 +642,60 @@ pub fn drive(
                 w[1]
             );
         }
+        // 8. Resumed from the session browser, it has its earlier conversation (the harnesses
+        // the issue names; the others' resume is the same code).
+        if matches!(spec.harness, "claude" | "qwen") {
+            resume_from_history(env, server, spec.prompt, &session, spec.exit);
+        }
     });
     drop(diag);
+}
+
+/// `volee sessions resume SESSION` starts the harness again on that session in a supervised
+/// pane (a live agent with that session id); a new prompt then reaches the model server with the
+/// earlier conversation (`earlier`, the first prompt) in the same request. Ended with `exit`.
+pub fn resume_from_history(
+    env: &TestEnv,
+    server: &ModelServer,
+    earlier: &str,
+    session: &str,
+    exit: &str,
+) {
+    let before = server.main_exchanges().len();
+    let id = env.ok(["sessions", "resume", session, "--name", "resumed"]);
+    let view = env.agent(&id);
+    assert_eq!(view["session_id"], session, "{view}");
+    let ready = env.wait_state(&id, "idle", 60);
+    assert_eq!(ready, "idle", "{}", env.ok(["peek", &id]));
+    // Resumed again while it is live: refused, naming the agent.
+    let again = env.run(["sessions", "resume", session]);
+    assert_eq!(again.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&again.stderr).to_string();
+    assert!(said.contains(&id), "{said}");
+    let question = "Which file did I ask about before?";
+    env.ok(["send", &id, question]);
+    let asked = wait_until(
+        "the resumed harness's request to the model",
+        Duration::from_secs(30),
+        || {
+            server.main_exchanges().into_iter().skip(before).find(|e| {
+                serde_json::to_string(e.messages())
+                    .unwrap_or_default()
+                    .contains("Which file did I ask")
+            })
+        },
+        || format!("{}\n{}", server.summary(), env.ok(["peek", &id])),
+    );
+    let messages = serde_json::to_string(asked.messages()).unwrap();
+    assert!(
+        messages.contains(earlier),
+        "the resumed session's request lacks the earlier prompt {earlier:?}: {messages}"
+    );
+    eprintln!(
+        "volee sessions resume {session}: agent {id}; its first request carried the earlier prompt"
+    );
+    env.ok(["send", &id, exit]);
+    let _ = env.run(["wait", &id, "--until", "done", "--timeout", "20"]);
 }
 
 /// `pid` and its descendants as `pid:comm(args…)`, for diagnostics (a relaunched child shows

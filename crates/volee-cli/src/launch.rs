@@ -168,6 +168,72 @@ pub fn launch(args: LaunchArgs) -> CliResult {
     print_agent(&agent, args.json)
 }
 
+/// `volee sessions resume SID`: a past session of a harness, resumed with its profile's resume
+/// line and native id, in the session's project directory, in a new supervised pane.
+pub fn resume_session(
+    harness: &str,
+    session_id: &str,
+    project: &std::path::Path,
+    host: Option<&str>,
+    name: Option<String>,
+    as_json: bool,
+) -> CliResult {
+    let profile = volee_harness::profile(harness).ok_or_else(|| error::unknown_harness(harness))?;
+    if !profile.resume.iter().any(|a| a.contains("{id}")) {
+        return Err(CliError::user(format!(
+            "{} resumes no session by id",
+            profile.display_name
+        )));
+    }
+    // A session live right now is not resumed twice.
+    let live = crate::ask::agents_of(ask(&Request::List { all: false })?)?;
+    if let Some(agent) = live
+        .iter()
+        .find(|a| a.session_id.as_deref() == Some(session_id) && !a.state.is_final())
+    {
+        return Err(CliError::user(format!(
+            "session {session_id} is live in agent {} ({}): volee attach {}",
+            agent.id, agent.name, agent.id
+        )));
+    }
+    let (tmux_session, zellij_session) = host_of(host)?;
+    if zellij_session.is_none() {
+        volee_tmux::server::version()?;
+    }
+    if !project.is_dir() {
+        return Err(CliError::user(format!(
+            "the session's project directory {} is gone",
+            project.display()
+        )));
+    }
+    let socket = crate::caller::tmux_socket(None);
+    let caller_pane = crate::caller::inside_server(&socket)
+        .then(|| std::env::var("TMUX_PANE").ok())
+        .flatten();
+    let line = crate::launch_plan::line(What::Harness(
+        &profile,
+        HarnessOptions {
+            name: name.as_deref(),
+            resume: Some(session_id),
+            ..HarnessOptions::default()
+        },
+    ))?;
+    let req = crate::launch_plan::request(
+        harness.to_owned(),
+        line,
+        Place {
+            cwd: project.display().to_string(),
+            name,
+            tmux_socket: socket.display().to_string(),
+            tmux_session,
+            caller_pane,
+            zellij_session,
+        },
+        crate::caller::env(),
+    );
+    print_agent(&agent_of(ask(&Request::Launch(req))?)?, as_json)
+}
+
 /// `volee resume ID`: relaunch an ended agent with its harness's resume line and session id (the
 /// generic profile reruns its command), in the same tmux session, under the same name.
 pub fn resume(id: &str, as_json: bool, join: bool) -> CliResult {

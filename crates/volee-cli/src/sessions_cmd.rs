@@ -18,6 +18,7 @@ use crate::output::{json, now_secs, out};
   volee sessions --harness claude --since 7d
   volee sessions search auth bug        sessions whose messages have both words
   volee sessions show 01a2              one session's metadata and its last messages
+  volee sessions resume 01a2            that session again, in a new supervised pane
 
 A SID is a harness's native session id: exact, or a unique prefix across harnesses.
 The index is $VOLEE_HOME/state/sessions.db (0600); delete it at any time: it is rebuilt.")]
@@ -66,6 +67,23 @@ pub enum SessionsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Resume a past session with its harness's resume line, in its project directory, in a new
+    /// supervised pane (a live agent then, with that session id). A session live right now is
+    /// not resumed: volee names the agent that has it.
+    Resume {
+        /// The harness's native session id, or a unique prefix of it.
+        sid: String,
+        /// Where: `tmux`, `tmux:SESSION`, `zellij` or `zellij:SESSION` (default: your tmux
+        /// session, else session `volee`).
+        #[arg(long, value_name = "tmux[:SESSION]|zellij[:SESSION]")]
+        host: Option<String>,
+        /// A name to refer to it by.
+        #[arg(long)]
+        name: Option<String>,
+        /// Print JSON (the agent object of the command contract).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub fn run(args: SessionsArgs) -> CliResult {
@@ -78,6 +96,31 @@ pub fn run(args: SessionsArgs) -> CliResult {
             messages,
             json,
         }) => show(&index, &sid, messages, json),
+        Some(SessionsCommand::Resume {
+            sid,
+            host,
+            name,
+            json,
+        }) => {
+            let sessions = index
+                .sessions()
+                .map_err(|e| CliError::internal(e.to_string()))?;
+            let session = resolve(&sessions, &sid)?;
+            let project = session.project.as_deref().ok_or_else(|| {
+                CliError::user(format!(
+                    "session {} records no project directory to resume it in",
+                    session.id
+                ))
+            })?;
+            crate::launch::resume_session(
+                &session.harness,
+                &session.id,
+                std::path::Path::new(project),
+                host.as_deref(),
+                name,
+                json,
+            )
+        }
     }
 }
 
