@@ -644,7 +644,7 @@ pub fn drive(
         }
         // 8. Resumed from the session browser, it has its earlier conversation (the harnesses
         // the issue names; the others' resume is the same code).
-        if matches!(spec.harness, "claude" | "qwen") {
+        if matches!(spec.harness, "claude" | "qwen" | "gemini") {
             resume_from_history(env, server, spec.prompt, &session, spec.exit);
         }
     });

@@ -225,6 +225,9 @@ pub struct History {
     pub kind: HistoryKind,
     /// The variable that moves the harness's home (empty: none measured).
     pub home_env: &'static str,
+    /// That variable stands for `HOME` (the home is `$VAR/<home_dir>`), not for the home itself
+    /// (Gemini's `GEMINI_CLI_HOME`).
+    pub env_is_home: bool,
     /// The home under `HOME` when that variable is unset.
     pub home_dir: &'static str,
     /// The sessions' directory under the home.
@@ -246,6 +249,10 @@ pub enum HistoryKind {
     /// `<slug>/chats/<id>.jsonl`: `type` user/assistant/tool_result with Gemini-style `parts`,
     /// `usageMetadata` — Qwen Code.
     QwenJsonl,
+    /// `<project>/chats/session-<time>-<id8>.jsonl`: a header line (`sessionId`, `startTime`),
+    /// messages by `id` (`type` user/gemini, `content`, `tokens`, `model`, `toolCalls`; one
+    /// written again with the same id replaces it), `$set` records — Gemini CLI.
+    GeminiChats,
     /// `<id>/events.jsonl`: `session.start`, `user.message`, `assistant.message`,
     /// `tool.execution_start`, `session.usage_record` — Copilot CLI.
     CopilotEvents,
@@ -256,6 +263,7 @@ pub enum HistoryKind {
 const NO_HISTORY: History = History {
     kind: HistoryKind::None,
     home_env: "",
+    env_is_home: false,
     home_dir: "",
     sessions: "",
 };
@@ -367,6 +375,7 @@ pub fn profiles() -> Vec<Profile> {
             history: History {
                 kind: HistoryKind::ClaudeJsonl,
                 home_env: "CLAUDE_CONFIG_DIR",
+                env_is_home: false,
                 home_dir: ".claude",
                 sessions: "projects",
             },
@@ -411,6 +420,7 @@ pub fn profiles() -> Vec<Profile> {
             history: History {
                 kind: HistoryKind::CodexRollout,
                 home_env: "CODEX_HOME",
+                env_is_home: false,
                 home_dir: ".codex",
                 sessions: "sessions",
             },
@@ -453,7 +463,13 @@ pub fn profiles() -> Vec<Profile> {
                 Source::Activity,
             ],
             listing: ListingSource::None,
-            history: NO_HISTORY,
+            history: History {
+                kind: HistoryKind::GeminiChats,
+                home_env: "GEMINI_CLI_HOME",
+                env_is_home: true,
+                home_dir: ".gemini",
+                sessions: "tmp",
+            },
 
             join: "mcpServers in the same system-defaults file",
             // Its slash-command list is filtered asynchronously (measured: the full list still shown
@@ -499,6 +515,7 @@ pub fn profiles() -> Vec<Profile> {
             history: History {
                 kind: HistoryKind::QwenJsonl,
                 home_env: "",
+                env_is_home: false,
                 home_dir: ".qwen",
                 sessions: "projects",
             },
@@ -542,6 +559,7 @@ pub fn profiles() -> Vec<Profile> {
             history: History {
                 kind: HistoryKind::GrokChat,
                 home_env: "GROK_HOME",
+                env_is_home: false,
                 home_dir: ".grok",
                 sessions: "sessions",
             },
@@ -826,6 +844,7 @@ fn copilot_profile() -> Profile {
         history: History {
             kind: HistoryKind::CopilotEvents,
             home_env: "COPILOT_HOME",
+            env_is_home: false,
             home_dir: ".copilot",
             sessions: "session-state",
         },

@@ -105,6 +105,9 @@ impl Reader {
             }
             HistoryKind::CopilotEvents => rel.len() == 2 && *name == "events.jsonl",
             HistoryKind::GrokChat => rel.len() == 3 && *name == "chat_history.jsonl",
+            HistoryKind::GeminiChats => {
+                rel.len() == 3 && rel[1] == "chats" && name.ends_with(".jsonl")
+            }
         }
     }
 
@@ -132,6 +135,7 @@ impl Reader {
             HistoryKind::QwenJsonl => qwen(info, &v, &mut out),
             HistoryKind::CopilotEvents => copilot(info, &v, &mut out),
             HistoryKind::GrokChat => grok(info, &v, &mut out),
+            HistoryKind::GeminiChats => gemini(info, &v, &mut out),
         }
         for m in &out {
             if m.role != Role::Tool {
@@ -152,6 +156,16 @@ impl Reader {
         dir: &std::path::Path,
         read: impl Fn(&std::path::Path) -> Option<Vec<u8>>,
     ) {
+        if self.kind == HistoryKind::GeminiChats {
+            // `<project>/.project_root` beside `chats/` names the project's directory.
+            if let Some(root) = dir.parent().and_then(|p| read(&p.join(".project_root"))) {
+                let root = String::from_utf8_lossy(&root).trim().to_owned();
+                if !root.is_empty() {
+                    info.project = Some(root);
+                }
+            }
+            return;
+        }
         if self.kind != HistoryKind::GrokChat {
             return;
         }
@@ -537,6 +551,79 @@ fn grok(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
         "tool_result" => {
             if let Some(text) = v["content"].as_str() {
                 push(out, Role::Tool, text.to_owned(), None);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Gemini CLI's chats: a header `{"sessionId","startTime","lastUpdated","kind"}`, messages
+/// `{"id","timestamp","type":"user"|"gemini","content","tokens","model","toolCalls"}` (a message
+/// written again with the same id replaces it: counted once, its tool calls taken from the
+/// rewrite), `{"$set":{…}}` updates (the session's opening context; `lastUpdated`).
+fn gemini(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
+    if let Some(set) = v.get("$set") {
+        stamp(info, set["lastUpdated"].as_str());
+        return;
+    }
+    if let Some(id) = str_at(v, &["sessionId"]) {
+        set_once(&mut info.id, Some(id));
+        stamp(info, v["startTime"].as_str());
+        stamp(info, v["lastUpdated"].as_str());
+        return;
+    }
+    let at = stamp(info, v["timestamp"].as_str());
+    let id = str_at(v, &["id"]);
+    let again = id.is_some() && id == info.last_response;
+    info.last_response = id;
+    let text = match &v["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    };
+    match v["type"].as_str().unwrap_or("") {
+        "user" => {
+            if again {
+                return;
+            }
+            for part in v["content"].as_array().into_iter().flatten() {
+                if let Some(r) = part.get("functionResponse") {
+                    let r = &r["response"];
+                    let output = r["output"]
+                        .as_str()
+                        .map(str::to_owned)
+                        .unwrap_or_else(|| r.to_string());
+                    push(out, Role::Tool, output, at);
+                }
+            }
+            if !injected(&text) {
+                push(out, Role::User, text, at);
+            }
+        }
+        "gemini" => {
+            set(&mut info.model, str_at(v, &["model"]));
+            if !again {
+                let t = &v["tokens"];
+                if t.is_object() {
+                    let total = info.usage.get_or_insert_with(Usage::default);
+                    let cached = u(&t["cached"]);
+                    total.input += u(&t["input"]).saturating_sub(cached);
+                    total.output += u(&t["output"]);
+                    total.cache_read += cached;
+                }
+                push(out, Role::Assistant, text, at);
+            }
+            for call in v["toolCalls"].as_array().into_iter().flatten() {
+                push(
+                    out,
+                    Role::Tool,
+                    tool_call(call["name"].as_str().unwrap_or("tool"), &call["args"]),
+                    at,
+                );
             }
         }
         _ => {}

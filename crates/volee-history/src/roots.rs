@@ -28,7 +28,13 @@ pub fn roots(get: impl Fn(&str) -> Option<String>) -> Vec<Root> {
             continue;
         }
         let home = (!h.home_env.is_empty())
-            .then(|| non_empty(h.home_env).map(|v| (PathBuf::from(v), h.home_env.to_owned())))
+            .then(|| {
+                non_empty(h.home_env).map(|v| {
+                    let v = PathBuf::from(v);
+                    let home = if h.env_is_home { v.join(h.home_dir) } else { v };
+                    (home, h.home_env.to_owned())
+                })
+            })
             .flatten()
             .or_else(|| {
                 non_empty("HOME").map(|home| (PathBuf::from(home).join(h.home_dir), "HOME".into()))
@@ -76,6 +82,18 @@ mod tests {
             Some(PathBuf::from("/home/u/.copilot/session-state"))
         );
         assert_eq!(of("grok"), Some(PathBuf::from("/home/u/.grok/sessions")));
+        assert_eq!(of("gemini"), Some(PathBuf::from("/home/u/.gemini/tmp")));
         assert_eq!(of("aider"), None);
+        // GEMINI_CLI_HOME stands for HOME.
+        let moved = super::roots(|k| match k {
+            "HOME" => Some("/home/u".to_owned()),
+            "GEMINI_CLI_HOME" => Some("/srv/g".to_owned()),
+            _ => None,
+        });
+        let gemini = moved
+            .iter()
+            .find(|r| r.harness == "gemini")
+            .map(|r| r.path.clone());
+        assert_eq!(gemini, Some(PathBuf::from("/srv/g/.gemini/tmp")));
     }
 }

@@ -1,6 +1,7 @@
 //! The index over real session files: each fixture under `fixtures/home` was written by the real
 //! harness program, driven by its conformance test against volee's scripted model server
-//! (Claude Code 2.1.332, Codex CLI 0.171.0, Qwen Code 0.24.4, Copilot CLI 1.0.102, Grok Build).
+//! (Claude Code 2.1.332, Codex CLI 0.171.0, Gemini CLI 0.61.0, Qwen Code 0.24.4, Copilot CLI
+//! 1.0.102, Grok Build 1.0.41).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -58,7 +59,7 @@ fn every_real_session_file_is_listed_with_its_metadata() {
     let w = world();
     let mut index = w.index();
     let scan = index.scan(&w.roots()).unwrap();
-    assert_eq!(scan.files, 5, "{scan:?}");
+    assert_eq!(scan.files, 6, "{scan:?}");
     assert!(scan.unreadable.is_empty(), "{scan:?}");
     let sessions = index.sessions().unwrap();
     let by = |h: &str| {
@@ -116,6 +117,23 @@ fn every_real_session_file_is_listed_with_its_metadata() {
         copilot.first_prompt.as_deref(),
         Some("Create the conformance marker file.")
     );
+
+    let gemini = by("gemini");
+    assert_eq!(gemini.id, "25db2aef-e8a2-40fb-b8b6-ae9a248b1099");
+    assert_eq!(
+        gemini.project.as_deref(),
+        Some("/work/target/tmp/volee-test-VZ4LnL/work")
+    );
+    assert_eq!(
+        gemini.first_prompt.as_deref(),
+        Some("Run the touch command to create the marker file.")
+    );
+    assert_eq!(gemini.model.as_deref(), Some("gemini-3.1-pro-preview"));
+    // The prompt and the last answer (the first answer is only a tool call, written twice: its
+    // tokens counted once).
+    assert_eq!(gemini.messages, 2, "{gemini:?}");
+    let usage = gemini.usage.unwrap();
+    assert_eq!((usage.input, usage.output), (12096 + 12221, 16));
 
     let grok = by("grok");
     assert_eq!(grok.id, "b3e193bb-efe1-44f1-8369-5414246c0038");
@@ -275,7 +293,7 @@ fn bad_files_are_listed_unreadable_with_the_reason_and_nothing_hangs() {
     }
     std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let sessions = index.sessions().unwrap();
-    assert_eq!(sessions.len(), 5, "{sessions:#?}");
+    assert_eq!(sessions.len(), 6, "{sessions:#?}");
     assert!(sessions.iter().any(|s| s.harness == "codex"));
 }
 
@@ -289,7 +307,7 @@ fn a_corrupt_index_is_rebuilt_and_a_symlinked_one_refused() {
     .unwrap();
     let mut index = w.index();
     index.scan(&w.roots()).unwrap();
-    assert_eq!(index.sessions().unwrap().len(), 5);
+    assert_eq!(index.sessions().unwrap().len(), 6);
     // The database and its write-ahead log and shared memory: 0600 like the store's files.
     for suffix in ["", "-wal", "-shm"] {
         let path = PathBuf::from(format!("{}{suffix}", w.db.display()));
