@@ -363,6 +363,14 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
             "any rule (before the model's first answer only output activity speaks: Codex may be silent for longer than the working window while it starts)",
         );
         let last = seen.last().map(|o| o.state.as_str());
+        // Resumed from the session browser, it has its earlier conversation.
+        crate::common::resume_from_history(
+            env,
+            &server,
+            "Touch the conformance marker file.",
+            &rollouts[0],
+            "/quit",
+        );
         let (stopped, leftovers) = _cleanup.stop();
         eprintln!("\n==== Codex CLI {version} through volee ====");
         eprintln!("~/.codex/config.toml seed:\n{config}");

@@ -663,8 +663,14 @@ pub fn resume_from_history(
 ) {
     let before = server.main_exchanges().len();
     let id = env.ok(["sessions", "resume", session, "--name", "resumed"]);
-    let view = env.agent(&id);
-    assert_eq!(view["session_id"], session, "{view}");
+    // The session id: preset on the resume line, or learned as the launch's (Codex: from its
+    // app-server) a moment later.
+    wait_until(
+        "the resumed agent holds the session id",
+        Duration::from_secs(15),
+        || (env.agent(&id)["session_id"] == session).then_some(()),
+        || env.agent(&id).to_string(),
+    );
     let ready = env.wait_state(&id, "idle", 60);
     assert_eq!(ready, "idle", "{}", env.ok(["peek", &id]));
     // Resumed again while it is live: refused, naming the agent.

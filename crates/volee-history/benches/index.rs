@@ -252,6 +252,13 @@ fn main() {
         one.push(t.elapsed().as_secs_f64() * 1000.0);
         assert!(read.is_some_and(|b| b > 0));
     }
+    eprintln!(
+        "refresh times in order (ms): {}",
+        one.iter()
+            .map(|t| format!("{t:.1}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
     grow(&mut rng);
     let t = Instant::now();
     let rescan = index.scan(&roots).unwrap();
