@@ -13,6 +13,7 @@ mod mcp;
 mod notify;
 mod own_agent;
 mod planted;
+mod sessions;
 mod states;
 mod tmux_front;
 mod tpm;

@@ -132,11 +132,63 @@ fn open_scanned() -> CliResult<(Index, Vec<Root>, Scan)> {
         .map_err(|e| CliError::env(format!("volee's directories: {e}")))?;
     let mut index = Index::open(&paths.state_dir.join("sessions.db"))
         .map_err(|e| CliError::env(e.to_string()))?;
-    let roots = roots(|k| std::env::var(k).ok());
+    let mut roots = roots(|k| std::env::var(k).ok());
+    roots.extend(agents_roots(&paths, &roots));
     let scan = index
         .scan(&roots)
         .map_err(|e| CliError::internal(e.to_string()))?;
     Ok((index, roots, scan))
+}
+
+/// The roots in the environments of the live agents the daemon knows (launched and discovered)
+/// that this environment does not have: a harness started with its own `CODEX_HOME` keeps its
+/// sessions there. Only processes of this user are read; no daemon running, none.
+fn agents_roots(paths: &Paths, have: &[Root]) -> Vec<Root> {
+    let Ok(mut client) = volee_daemon::Client::connect(paths) else {
+        return Vec::new();
+    };
+    let Ok(volee_protocol::Response::Agents { agents }) =
+        client.request(&volee_protocol::Request::List { all: false })
+    else {
+        return Vec::new();
+    };
+    let mut out: Vec<Root> = Vec::new();
+    for agent in agents {
+        let Some(env) = agent.pid.and_then(own_environ) else {
+            continue;
+        };
+        for root in roots(|k| env.get(k).cloned()) {
+            if have.iter().chain(&out).any(|r| r.path == root.path) {
+                continue;
+            }
+            out.push(Root {
+                from: format!("{} of agent {}", root.from, agent.id),
+                ..root
+            });
+        }
+    }
+    out
+}
+
+/// A process's environment, when the process is this user's.
+fn own_environ(pid: u32) -> Option<std::collections::HashMap<String, String>> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = PathBuf::from(format!("/proc/{pid}"));
+    let owner = std::fs::metadata(&dir).ok()?.uid();
+    if owner != nix::unistd::getuid().as_raw() {
+        return None;
+    }
+    let bytes = std::fs::read(dir.join("environ")).ok()?;
+    Some(
+        bytes
+            .split(|b| *b == 0)
+            .filter_map(|kv| {
+                let kv = String::from_utf8_lossy(kv);
+                let (k, v) = kv.split_once('=')?;
+                Some((k.to_owned(), v.to_owned()))
+            })
+            .collect(),
+    )
 }
 
 #[derive(Serialize)]
