@@ -101,3 +101,97 @@ fn a_session_under_a_home_only_a_live_agents_environment_names_is_found() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("is gone"), "{said}");
 }
+
+/// `volee browse` typed into the user's shell pane, with a real client attached: the list holds
+/// the live agent and the past session; typing filters; the preview shows the live agent's
+/// screen in colour; `/` searches the messages; Enter on the live agent switches the client to
+/// its pane.
+#[test]
+fn the_browser_filters_previews_in_colour_searches_and_jumps() {
+    use std::time::Duration;
+    use volee_test_support::wait_until;
+
+    use crate::tmux_front::{viewer_client, Viewer};
+
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    plant_claude_session(&env.home().join(".claude"));
+    let painter = launch_sh(
+        &env,
+        "painter",
+        "printf '\\033[31mred alert\\033[0m\\n'; exec sleep 600",
+    );
+    let pane = env.agent(&painter)["host"]["pane"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let _viewer = Viewer::start(&env);
+    let client = viewer_client(&env).unwrap();
+    env.tmux(&["select-window", "-t", "main:0"]);
+    let browse = |env: &volee_test_support::TestEnv| {
+        let line = format!("{} browse", env.bin.display());
+        env.tmux(&["send-keys", "-t", "main:0", "-l", &line]);
+        env.tmux(&["send-keys", "-t", "main:0", "Enter"]);
+    };
+    let screen =
+        |env: &volee_test_support::TestEnv| env.tmux(&["capture-pane", "-p", "-t", "main:0"]);
+    let until = |what: &str, ok: &dyn Fn(&str) -> bool| {
+        wait_until(
+            what,
+            Duration::from_secs(8),
+            || {
+                let s = screen(&env);
+                ok(&s).then_some(())
+            },
+            || screen(&env),
+        )
+    };
+    browse(&env);
+    until("both rows", &|s| {
+        s.contains("painter") && s.contains("d4a8abe5")
+    });
+
+    // Typing filters (name, title, project, harness, branch).
+    env.tmux(&["send-keys", "-t", "main:0", "-l", "paint"]);
+    until("only the live agent, its screen previewed", &|s| {
+        s.contains("filter: paint") && !s.contains("d4a8abe5") && s.contains("red alert")
+    });
+    // In colour: the preview keeps the agent's red.
+    let coloured = env.tmux(&["capture-pane", "-p", "-e", "-t", "main:0"]);
+    let red = coloured
+        .lines()
+        .find(|l| l.contains("red alert"))
+        .unwrap_or_default()
+        .to_string();
+    // Red: SGR 31, or colour 1 of the palette as the preview sets it.
+    assert!(
+        red.contains("\u{1b}[31m") || red.contains("\u{1b}[38;5;1m"),
+        "{red:?}"
+    );
+
+    // Esc clears the filter; `/` searches every message.
+    env.tmux(&["send-keys", "-t", "main:0", "Escape"]);
+    until("the filter cleared", &|s| s.contains("d4a8abe5"));
+    env.tmux(&["send-keys", "-t", "main:0", "-l", "/marker"]);
+    env.tmux(&["send-keys", "-t", "main:0", "Enter"]);
+    until("the search's hit", &|s| {
+        s.contains("1 session(s) mention") && s.contains("d4a8abe5") && !s.contains("painter ")
+    });
+    // Esc leaves the browser; Enter on the live agent jumps there.
+    env.tmux(&["send-keys", "-t", "main:0", "Escape"]);
+    browse(&env);
+    until("the list again", &|s| s.contains("painter"));
+    env.tmux(&["send-keys", "-t", "main:0", "-l", "paint"]);
+    until("filtered", &|s| s.contains("filter: paint"));
+    env.tmux(&["send-keys", "-t", "main:0", "Enter"]);
+    wait_until(
+        "the client shows the agent's pane",
+        Duration::from_secs(8),
+        || {
+            let active = env.tmux(&["display-message", "-p", "-c", &client, "#{pane_id}"]);
+            (active.trim() == pane).then_some(())
+        },
+        || screen(&env),
+    );
+}

@@ -184,7 +184,7 @@ impl Drop for Viewer {
 }
 
 /// The name of the first non-control client of the private server.
-fn viewer_client(env: &TestEnv) -> Option<String> {
+pub(crate) fn viewer_client(env: &TestEnv) -> Option<String> {
     env.tmux(&[
         "list-clients",
         "-F",

@@ -4,6 +4,7 @@ mod agent_cmd;
 mod agent_loop;
 mod ask;
 mod attach;
+mod browse;
 mod caller;
 mod commands;
 mod doctor;
@@ -61,6 +62,9 @@ enum Command {
     Launch(launch::LaunchArgs),
     /// volee's own agent (Ollama + a Docker sandbox) in this pane; --prompt for one turn; manage its sessions.
     Agent(agent_cmd::AgentArgs),
+    /// Browse live agents and past sessions: filter as you type, / full text, a preview; Enter
+    /// jumps to an agent or resumes a session.
+    Browse,
     /// Every harness's past sessions: list them, search their messages, show one.
     Sessions(sessions_cmd::SessionsArgs),
     /// List agents (launched and discovered); --all adds ended ones.
@@ -331,6 +335,7 @@ fn main() {
         Command::Rm { id } => commands::rm(&id),
         Command::Prune => commands::prune(),
         Command::Sessions(args) => sessions_cmd::run(args),
+        Command::Browse => browse::run(),
         Command::Status { format } => commands::status(format),
         Command::Daemon { action, foreground } => match action {
             Some(DaemonAction::Stop) => commands::daemon_stop(),

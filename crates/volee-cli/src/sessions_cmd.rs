@@ -125,7 +125,7 @@ pub fn run(args: SessionsArgs) -> CliResult {
 }
 
 /// The index, brought up to date with every root under this environment.
-fn open_scanned() -> CliResult<(Index, Vec<Root>, Scan)> {
+pub(crate) fn open_scanned() -> CliResult<(Index, Vec<Root>, Scan)> {
     let paths = Paths::from_process_env();
     paths
         .ensure()
