@@ -453,8 +453,17 @@ impl Index {
         Ok(Some(offset - start))
     }
 
-    /// Every readable session, newest first.
+    /// Every readable session, newest first; a session kept in several files (Gemini starts a
+    /// new file when a session is resumed, with the same id) once, as its newest file.
     pub fn sessions(&self) -> Result<Vec<SessionRow>, IndexError> {
+        let mut seen = HashSet::new();
+        let mut rows = self.files()?;
+        rows.retain(|r| seen.insert((r.harness.clone(), r.id.clone())));
+        Ok(rows)
+    }
+
+    /// Every readable session file's session, newest first.
+    fn files(&self) -> Result<Vec<SessionRow>, IndexError> {
         let mut stmt = self
             .db
             .prepare("SELECT path, harness, info FROM files WHERE error IS NULL")?;
@@ -499,7 +508,7 @@ impl Index {
             return Ok(Vec::new());
         };
         let sessions: HashMap<PathBuf, SessionRow> = self
-            .sessions()?
+            .files()?
             .into_iter()
             .map(|s| (s.file.clone(), s))
             .collect();
@@ -520,10 +529,13 @@ impl Index {
         for row in rows {
             let (path, role, snippet) = row?;
             let path = PathBuf::from(path);
-            if out.len() >= limit || !taken.insert(path.clone()) {
+            let Some(session) = sessions.get(&path) else {
+                continue;
+            };
+            if out.len() >= limit || !taken.insert((session.harness.clone(), session.id.clone())) {
                 continue;
             }
-            if let Some(session) = sessions.get(&path) {
+            {
                 out.push(Hit {
                     session: session.clone(),
                     role: Role::parse(&role).unwrap_or(Role::Tool),

@@ -353,3 +353,49 @@ fn secrets_are_redacted_before_they_reach_the_index() {
     let raw = std::fs::read(&w.db).unwrap();
     assert!(!raw.windows(12).any(|w| w == b"sk-abcdefghi"));
 }
+
+/// Gemini starts a new chat file, with the same session id, when a session is resumed (seen in
+/// its conformance test): one session, shown as its newest file, one search hit.
+#[test]
+fn a_session_kept_in_two_files_is_one_session() {
+    let w = world();
+    let chats = w.home.join(".gemini/tmp/work/chats");
+    let first = std::fs::read_dir(&chats)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let text = std::fs::read_to_string(&first).unwrap();
+    let resumed = text.replace("2026-12-04T09:25:1", "2026-12-04T10:25:1");
+    std::fs::write(
+        chats.join("session-2026-12-04T10-25-25db2aef.jsonl"),
+        resumed,
+    )
+    .unwrap();
+    let mut index = w.index();
+    index.scan(&w.roots()).unwrap();
+    let gemini: Vec<_> = index
+        .sessions()
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.harness == "gemini")
+        .collect();
+    assert_eq!(gemini.len(), 1, "{gemini:#?}");
+    assert!(
+        gemini[0]
+            .last
+            .as_deref()
+            .unwrap()
+            .starts_with("2026-12-04T10:25"),
+        "{gemini:#?}"
+    );
+    let hits = index.search("marker", 10).unwrap();
+    assert_eq!(
+        hits.iter()
+            .filter(|h| h.session.harness == "gemini")
+            .count(),
+        1,
+        "{hits:#?}"
+    );
+}
