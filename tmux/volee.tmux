@@ -33,10 +33,16 @@ tmux_text() {
 # Sets CLIENT (the user's client used last) and SESSION (its session's id) once a client is
 # attached: when tmux starts, TPM runs this file before the first client is, and a message
 # without a client is lost. Control-mode clients have no status line. Fails when the server
-# goes away first.
+# goes away first. While tmux still reads its config (TPM runs from it) there is no session yet
+# and `list-clients` fails ("no current target"): the server answering `show-options -g` is
+# still there, so that is waited out too.
 wait_for_client() {
   local clients last polls=0
-  while clients="$(tmux list-clients -F '#{client_activity} #{client_control_mode} #{session_id} #{client_name}')"; do
+  while :; do
+    if ! clients="$(tmux list-clients -F '#{client_activity} #{client_control_mode} #{session_id} #{client_name}' 2>/dev/null)"; then
+      tmux show-options -gv status >/dev/null 2>&1 || return 1
+      clients=""
+    fi
     last="$(printf '%s\n' "$clients" | awk '$2 != "1" && $4 != ""' | sort -rn | head -n 1)"
     if [ -n "$last" ]; then
       SESSION="$(printf '%s' "$last" | cut -d' ' -f3)"
@@ -47,7 +53,6 @@ wait_for_client() {
     # Every second while tmux starts; then less often, for a server that runs detached.
     if [ "$polls" -lt 60 ]; then sleep 1; else sleep 15; fi
   done
-  return 1
 }
 
 # A message on CLIENT; DELAY 0 keeps it until a key is pressed (tmux before 3.2 has no -d).
