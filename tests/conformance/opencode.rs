@@ -359,6 +359,10 @@ fn opencode_asks_a_question_through_its_server() {
         ),
         Turn::text("done"),
     ]);
+    // A model takes a moment to answer: the turn after the answer is then working long enough
+    // to be seen (with none, it lasted under the watcher's 10 ms polls once in a whole-suite
+    // run: needs_you → idle).
+    server.set_main_delay(std::time::Duration::from_millis(1000));
     user_world(
         &mut env,
         &bin_dir,
