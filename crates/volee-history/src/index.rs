@@ -147,8 +147,17 @@ impl Index {
     /// Bring the index up to date with every session file under `roots`: new and grown files
     /// are read (grown ones from where the last read stopped), files gone are forgotten.
     pub fn scan(&mut self, roots: &[Root]) -> Result<Scan, IndexError> {
+        self.in_transaction(|index| index.scan_in_transaction(roots))
+    }
+
+    /// `f` in one write transaction, the text index filled before it commits; rolled back on
+    /// an error.
+    fn in_transaction<T>(
+        &mut self,
+        f: impl FnOnce(&mut Index) -> Result<T, IndexError>,
+    ) -> Result<T, IndexError> {
         self.db.execute_batch("BEGIN IMMEDIATE")?;
-        let result = self.scan_in_transaction(roots);
+        let result = f(self);
         match &result {
             Ok(_) => {
                 self.sync_fts()?;
@@ -249,18 +258,7 @@ impl Index {
         let Some(reader) = Reader::new(root.kind) else {
             return Ok(None);
         };
-        self.db.execute_batch("BEGIN IMMEDIATE")?;
-        let result = self.update(&root.harness, &reader, path);
-        match &result {
-            Ok(_) => {
-                self.sync_fts()?;
-                self.db.execute_batch("COMMIT")?;
-            }
-            Err(_) => {
-                let _ = self.db.execute_batch("ROLLBACK");
-            }
-        }
-        result
+        self.in_transaction(|index| index.update(&root.harness, &reader, path))
     }
 
     /// Index the text of messages stored since the last call, in one statement: FTS5 writes its

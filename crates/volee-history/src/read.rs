@@ -266,6 +266,19 @@ fn push(out: &mut Vec<Message>, role: Role, text: String, at: Option<i64>) {
     }
 }
 
+/// A `content` that is a string, or parts with `text`: the text, parts joined by lines.
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
 fn tool_call(name: &str, input: &Value) -> String {
     let input = match input {
         Value::String(s) => s.clone(),
@@ -327,15 +340,7 @@ fn claude(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
                                 at,
                             ),
                             Some("tool_result") => {
-                                let text = match &b["content"] {
-                                    Value::String(s) => s.clone(),
-                                    Value::Array(parts) => parts
-                                        .iter()
-                                        .filter_map(|p| p["text"].as_str())
-                                        .collect::<Vec<_>>()
-                                        .join("\n"),
-                                    _ => String::new(),
-                                };
+                                let text = content_text(&b["content"]);
                                 push(out, Role::Tool, text, at);
                             }
                             _ => {}
@@ -516,15 +521,7 @@ fn grok(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
             if v.get("synthetic_reason").is_some() {
                 return;
             }
-            let text = match &v["content"] {
-                Value::String(s) => s.clone(),
-                Value::Array(parts) => parts
-                    .iter()
-                    .filter_map(|p| p["text"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-                _ => String::new(),
-            };
+            let text = content_text(&v["content"]);
             if let Some(query) = text
                 .split_once("<user_query>")
                 .and_then(|(_, rest)| rest.split_once("</user_query>"))
@@ -576,15 +573,7 @@ fn gemini(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
     let id = str_at(v, &["id"]);
     let again = id.is_some() && id == info.last_response;
     info.last_response = id;
-    let text = match &v["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    };
+    let text = content_text(&v["content"]);
     match v["type"].as_str().unwrap_or("") {
         "user" => {
             if again {
