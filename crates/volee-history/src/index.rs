@@ -426,7 +426,13 @@ impl Index {
         } else if good > 0 && info.id.is_none() {
             Some(format!("no {harness} session id in it"))
         } else {
-            None
+            // It goes on a resume command line: only a plain id, never a flag or anything else.
+            info.id.as_deref().filter(|id| !is_session_id(id)).map(|id| {
+                format!(
+                    "its session id {:?} is not one (letters, digits, `.`, `_`, `-`; not first `-`)",
+                    id.chars().take(40).collect::<String>()
+                )
+            })
         };
         let info_json = serde_json::to_string(&info).unwrap_or_else(|_| "{}".into());
         tx.execute(
@@ -580,6 +586,17 @@ fn session_row(harness: String, file: PathBuf, info: SessionInfo) -> Option<Sess
     })
 }
 
+/// A harness's session id as volee accepts it: what the harnesses write (UUIDs, `ses_…`,
+/// `T-…`), nothing a resume line could take for a flag or a path.
+fn is_session_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with(['-', '.'])
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
 /// The user's words as an FTS5 query: each word quoted (so `-`, `:`, `"` and FTS5's own words
 /// are text), a trailing `*` kept as a prefix search. None when there is no word.
 fn fts_query(query: &str) -> Option<String> {
@@ -648,6 +665,11 @@ fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), String> {
     let meta = file.metadata().map_err(|e| e.to_string())?;
     if !meta.file_type().is_file() {
         return Err("not a regular file".to_owned());
+    }
+    // A root may come from an agent's environment (`CODEX_HOME=/tmp/…`): a file someone else
+    // put there is not this user's history.
+    if meta.uid() != nix::unistd::getuid().as_raw() {
+        return Err(format!("owned by another user (uid {})", meta.uid()));
     }
     Ok((file, meta))
 }

@@ -268,6 +268,25 @@ fn bad_files_are_listed_unreadable_with_the_reason_and_nothing_hangs() {
         .open(&rollout)
         .unwrap();
     f.write_all(b"{\"type\":\"response_item\",\"payl").unwrap();
+    // A session id that a resume line could take for a flag.
+    std::fs::write(
+        projects.join("flag.jsonl"),
+        concat!(
+            r#"{"type":"user","sessionId":"--dangerously-skip-permissions","cwd":"/w","timestamp":"2026-12-04T08:00:00Z","message":{"role":"user","content":"hi"}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    // A transcript someone else owns (root can make one: the suite runs as root in CI).
+    let foreign = projects.join("foreign.jsonl");
+    if nix::unistd::getuid().is_root() {
+        std::fs::copy(
+            projects.join("d4a8abe5-742d-4002-a1ab-379c1b005cb4.jsonl"),
+            &foreign,
+        )
+        .unwrap();
+        nix::unistd::chown(&foreign, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    }
     // A directory the user cannot read (root reads everything: only checked for others).
     let locked = w.home.join(".copilot/session-state/locked");
     std::fs::create_dir_all(&locked).unwrap();
@@ -288,7 +307,13 @@ fn bad_files_are_listed_unreadable_with_the_reason_and_nothing_hangs() {
         "{scan:#?}"
     );
     assert!(reason("link.jsonl").contains("symbolic link"), "{scan:#?}");
-    if !nix::unistd::getuid().is_root() {
+    assert!(reason("flag.jsonl").contains("is not one"), "{scan:#?}");
+    if nix::unistd::getuid().is_root() {
+        assert!(
+            reason("foreign.jsonl").contains("owned by another user"),
+            "{scan:#?}"
+        );
+    } else {
         assert!(reason("locked").contains("cannot read"), "{scan:#?}");
     }
     std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
