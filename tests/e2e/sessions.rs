@@ -195,3 +195,163 @@ fn the_browser_filters_previews_in_colour_searches_and_jumps() {
         || screen(&env),
     );
 }
+
+/// The picker key on tmux ≥ 3.2: `prefix a` pressed in a real attached client opens the browser
+/// in a `display-popup` over the user's pane; typing filters; Enter on a live agent switches that
+/// client to it and closes the popup; Enter on a past session resumes it beside the user's pane
+/// (a supervised agent with that session id, the resume line run in the session's project) and
+/// the client goes there. The `claude` here is a stand-in that records its arguments: the real
+/// programs resume in their conformance tests; this is the browser's side.
+#[test]
+fn the_picker_key_opens_the_browser_in_a_popup_that_jumps_and_resumes() {
+    use std::time::Duration;
+    use volee_test_support::wait_until;
+
+    use crate::hooks::write_stand_in;
+    use crate::tmux_front::{viewer_client, Viewer};
+
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    write_stand_in(
+        &mut env,
+        "claude",
+        "#!/bin/sh\nif [ \"$1\" = \"--version\" ]; then echo \"2.1.332 (Claude Code)\"; exit 0; fi\n\
+         printf '%s\\n' \"$@\" > \"$PWD/claude-args\"\nexec sleep 600\n",
+    );
+    // The real transcript, its project moved to a directory that exists here.
+    let work = env.root().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let config = env.home().join(".claude");
+    plant_claude_session(&config);
+    let planted = config.join(format!("projects/-tmp-work/{CLAUDE_SESSION}.jsonl"));
+    let text = std::fs::read_to_string(&planted)
+        .unwrap()
+        .replace("/tmp/volee-test-yFo20s/work", &work.display().to_string());
+    std::fs::write(&planted, text).unwrap();
+
+    // What a popup runs gets the tmux server's environment: the user's PATH is there.
+    let path = env
+        .extra_env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    env.tmux(&["set-environment", "-g", "PATH", &path]);
+    env.ok(["tmux-init"]);
+    assert!(
+        env.tmux(&["list-keys", "-T", "prefix", "a"])
+            .contains("browse --popup"),
+        "{}",
+        env.tmux(&["list-keys", "-T", "prefix", "a"])
+    );
+    let painter = launch_sh(
+        &env,
+        "painter",
+        "printf '\\033[31mred alert\\033[0m\\n'; exec sleep 600",
+    );
+    let painter_pane = env.agent(&painter)["host"]["pane"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let viewer = Viewer::start(&env);
+    let client = viewer_client(&env).unwrap();
+    let user_pane = env
+        .tmux(&["display-message", "-p", "-t", "main:0", "#{pane_id}"])
+        .trim()
+        .to_string();
+    let client_pane = || {
+        env.tmux(&["display-message", "-p", "-c", &client, "#{pane_id}"])
+            .trim()
+            .to_string()
+    };
+    let until = |what: &str, ok: &dyn Fn(&str) -> bool| {
+        wait_until(
+            what,
+            Duration::from_secs(10),
+            || {
+                let s = viewer.capture();
+                ok(&s).then_some(s)
+            },
+            || viewer.capture(),
+        )
+    };
+    let open = || {
+        env.tmux(&["select-window", "-t", "main:0"]);
+        viewer.keys(&["C-b", "a"]);
+        until("the browser in its popup", &|s| {
+            s.contains("painter") && s.contains(" live, ")
+        })
+    };
+
+    // The popup is drawn over the user's pane, not in it.
+    open();
+    until("the past session listed", &|s| s.contains("d4a8abe5"));
+    assert!(
+        !env.tmux(&["capture-pane", "-p", "-t", &user_pane])
+            .contains("d4a8abe5"),
+        "the browser should be in a popup, not typed into the pane"
+    );
+    viewer.keys(&["-l", "paint"]);
+    until("filtered to the live agent, its screen previewed", &|s| {
+        s.contains("filter: paint") && !s.contains("d4a8abe5") && s.contains("red alert")
+    });
+    viewer.keys(&["Enter"]);
+    wait_until(
+        "the client that opened the popup shows the agent's pane",
+        Duration::from_secs(8),
+        || (client_pane() == painter_pane).then_some(()),
+        || format!("{} {}", client_pane(), viewer.capture()),
+    );
+    until("the popup closed", &|s| !s.contains("filter: paint"));
+
+    // A past session: Enter resumes it beside the user's pane, and the client goes there.
+    open();
+    until("the past session listed", &|s| s.contains("d4a8abe5"));
+    viewer.keys(&["-l", "d4a8"]);
+    until("filtered to the past session", &|s| {
+        s.contains("filter: d4a8") && !s.contains("painter ")
+    });
+    viewer.keys(&["Enter"]);
+    let resumed = wait_until(
+        "a live agent holds the resumed session",
+        Duration::from_secs(10),
+        || {
+            let ls: Value = serde_json::from_str(&env.ok(["ls", "--json"])).ok()?;
+            ls.as_array()?
+                .iter()
+                .find(|a| a["session_id"] == CLAUDE_SESSION)
+                .cloned()
+        },
+        || format!("{}{}", env.ok(["ls"]), env.tmux(&["show-messages"])),
+    );
+    assert_eq!(resumed["harness"], "claude", "{resumed}");
+    assert_eq!(resumed["cwd"], work.display().to_string(), "{resumed}");
+    let args = wait_until(
+        "the resume line ran in the session's project",
+        Duration::from_secs(10),
+        || std::fs::read_to_string(work.join("claude-args")).ok(),
+        || "no claude-args yet".into(),
+    );
+    let args: Vec<&str> = args.lines().collect();
+    assert!(
+        args.windows(2).any(|w| w == ["--resume", CLAUDE_SESSION]),
+        "{args:?}"
+    );
+    let resumed_pane = resumed["host"]["pane"].as_str().unwrap().to_string();
+    wait_until(
+        "the client shows the resumed agent",
+        Duration::from_secs(8),
+        || (client_pane() == resumed_pane).then_some(()),
+        client_pane,
+    );
+    // Opened again, the session shows as its live agent, once.
+    let screen = open();
+    assert_eq!(
+        screen.matches("d4a8abe5").count(),
+        0,
+        "a live session is listed as its agent, not as a past session:\n{screen}"
+    );
+    viewer.keys(&["Escape"]);
+    until("closed with Esc", &|s| !s.contains(" live, "));
+}

@@ -200,7 +200,8 @@ fn assert_loaded(env: &TestEnv, bin: &Path) {
     );
     let picker = env.tmux(&["list-keys", "-T", "prefix", "a"]);
     assert!(
-        picker.contains(&bin) && picker.contains(" pick "),
+        // tmux ≥ 3.2 here: the browser in a popup.
+        picker.contains(&bin) && picker.contains(" browse --popup "),
         "{picker}"
     );
     let status = option(env, "status-right");

@@ -3,8 +3,11 @@
 //! agent's screen in colour, a past session's last messages); Enter jumps to a live agent or
 //! resumes a past session. A TUI on `ratatui` (crossterm backend).
 
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::time::Duration;
 
+use clap::Args;
 use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
@@ -13,10 +16,27 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, List, ListItem, ListState, Paragraph, Widget, Wrap};
 use volee_history::{Index, SessionRow};
 use volee_protocol::{AgentView, Host, Request};
-use volee_view::plain_text;
+use volee_tmux::server::TmuxServer;
+use volee_view::{plain_text, sh_quote};
 
 use crate::ask::{agents_of, ask};
-use crate::error::{CliError, CliResult};
+use crate::error::{CliError, CliResult, Exit};
+
+#[derive(Args, Debug, Default)]
+pub struct BrowseArgs {
+    /// Open in a tmux popup on --client and return (what the picker key runs on tmux ≥ 3.2).
+    #[arg(long)]
+    popup: bool,
+    /// The tmux server's socket (default: the one you are in).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// The tmux client Enter switches to the agent (default: the one tmux picks for you).
+    #[arg(long)]
+    client: Option<String>,
+    /// The tmux pane a resumed session opens beside (default: yours).
+    #[arg(long)]
+    pane: Option<String>,
+}
 
 enum Row {
     Live(Box<AgentView>),
@@ -48,6 +68,14 @@ impl Row {
         }
         .to_lowercase()
     }
+
+    /// What stays the same row when the list is read again.
+    fn key(&self) -> String {
+        match self {
+            Row::Live(a) => format!("agent {}", a.id),
+            Row::Past(s) => format!("session {}/{}", s.harness, s.id),
+        }
+    }
 }
 
 struct App {
@@ -57,6 +85,8 @@ struct App {
     filter: String,
     /// `/` pressed: typing a full-text query (Enter runs it).
     searching: Option<String>,
+    /// A full-text search's hits are listed (the rows are not re-read under them).
+    searched: bool,
     list: ListState,
     /// A confirmation or a message on the last line.
     status: String,
@@ -68,58 +98,191 @@ struct App {
 /// What the browser ends with.
 enum Outcome {
     Quit,
-    Jump(String),
+    Jump(Box<AgentView>),
     Resume(Box<SessionRow>),
 }
 
-pub fn run() -> CliResult {
-    let (index, _roots, _scan) = crate::sessions_cmd::open_scanned()?;
+pub fn run(args: BrowseArgs) -> CliResult {
+    if args.popup {
+        return open_popup(&args);
+    }
+    let socket = crate::caller::tmux_socket(args.socket.clone());
+    let result = browse(&args, &socket);
+    // In a popup an error would vanish with it: say it on the client's status line too.
+    if let (Err(e), Some(client)) = (&result, &args.client) {
+        tell(&socket, client, &format!("volee: {}", e.message));
+    }
+    result
+}
+
+/// The popup: `display-popup` runs `volee browse` with the client, pane and socket given here
+/// (it expands no format itself), and closes when the browser exits.
+fn open_popup(args: &BrowseArgs) -> CliResult {
+    let socket = crate::caller::tmux_socket(args.socket.clone());
+    let bin = std::env::current_exe().map_err(|e| CliError::from_error(Exit::Internal, &e))?;
+    let mut inner = vec![
+        sh_quote(&bin.display().to_string()),
+        "browse".into(),
+        "--socket".into(),
+        sh_quote(&socket.display().to_string()),
+    ];
+    for (flag, value) in [("--client", &args.client), ("--pane", &args.pane)] {
+        if let Some(v) = value {
+            inner.extend([flag.to_string(), sh_quote(v)]);
+        }
+    }
+    let mut argv: Vec<String> = vec!["display-popup".into()];
+    if let Some(c) = &args.client {
+        argv.extend(["-c".into(), c.clone()]);
+    }
+    if let Some(p) = &args.pane {
+        argv.extend(["-t".into(), p.clone()]);
+    }
+    argv.extend([
+        "-E".into(),
+        "-w".into(),
+        "90%".into(),
+        "-h".into(),
+        "85%".into(),
+        "-T".into(),
+        " volee ".into(),
+        inner.join(" "),
+    ]);
+    let argv: Vec<String> = argv
+        .iter()
+        .map(|a| volee_tmux::server::literal_arg(a))
+        .collect();
+    // display-popup returns when the popup closes: leave it to tmux.
+    TmuxServer::new(&socket)
+        .command()
+        .args(&argv)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
+    Ok(())
+}
+
+fn tell(socket: &Path, client: &str, message: &str) {
+    let _ = TmuxServer::new(socket).run(&[
+        "display-message",
+        "-c",
+        client,
+        &volee_view::tmux_message_text(message, 200),
+    ]);
+}
+
+/// The live agents, needs-you first.
+fn live_agents() -> CliResult<Vec<AgentView>> {
     let listed = agents_of(ask(&Request::List { all: false })?)?;
-    let agents: Vec<AgentView> = volee_view::in_display_order(&listed)
+    Ok(volee_view::in_display_order(&listed)
         .into_iter()
         .cloned()
-        .collect();
-    let past = index
-        .sessions()
-        .map_err(|e| CliError::internal(e.to_string()))?;
+        .collect())
+}
+
+/// Live agents, then the past sessions that are not live now (a live one shows as its agent).
+fn rows_of(agents: Vec<AgentView>, past: Vec<SessionRow>) -> Vec<Row> {
     let live_sessions: Vec<String> = agents.iter().filter_map(|a| a.session_id.clone()).collect();
     let mut rows: Vec<Row> = agents.into_iter().map(|a| Row::Live(Box::new(a))).collect();
     rows.extend(
         past.into_iter()
-            // A session that is live shows as its agent.
             .filter(|s| !live_sessions.contains(&s.id))
             .map(|s| Row::Past(Box::new(s))),
     );
+    rows
+}
+
+fn browse(args: &BrowseArgs, socket: &Path) -> CliResult {
+    // The first frame shows what the index has; the scan runs on a thread and the list is read
+    // again when it ends (a cold index fills in under the user's eyes).
+    let (index, roots) = crate::sessions_cmd::open_index()?;
+    let agents = live_agents()?;
+    let past = index
+        .sessions()
+        .map_err(|e| CliError::internal(e.to_string()))?;
+    let (scanned_tx, scanned) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = scanned_tx.send(crate::sessions_cmd::scan_into_index(&roots));
+    });
     let mut app = App {
-        shown: (0..rows.len()).collect(),
-        rows,
+        shown: Vec::new(),
+        rows: rows_of(agents, past),
         filter: String::new(),
         searching: None,
+        searched: false,
         list: ListState::default(),
-        status: String::new(),
+        status: "reading past sessions…".into(),
         confirm_stop: None,
         help: false,
         color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
     };
-    if !app.shown.is_empty() {
-        app.list.select(Some(0));
-    }
+    refilter(&mut app);
     let mut terminal = ratatui::init();
-    let outcome = event_loop(&mut terminal, &mut app, &index);
+    let outcome = event_loop(&mut terminal, &mut app, &index, &scanned);
     ratatui::restore();
     match outcome? {
         Outcome::Quit => Ok(()),
-        Outcome::Jump(id) => crate::attach::attach(&id),
+        Outcome::Jump(agent) => match (&agent.host, &args.client) {
+            // From the popup: the client that opened it goes to the agent's pane.
+            (
+                Host::Tmux {
+                    socket: s, pane, ..
+                },
+                Some(client),
+            ) if Path::new(s) == socket => {
+                TmuxServer::new(socket).run(&["switch-client", "-c", client, "-t", pane])?;
+                Ok(())
+            }
+            _ => crate::attach::attach(&agent.id),
+        },
         Outcome::Resume(s) => {
             let project = s.project.clone().unwrap_or_default();
-            crate::launch::resume_session(
+            let beside = args.pane.as_deref().map(|p| (socket, p));
+            let agent = crate::launch::resume_session_beside(
                 &s.harness,
                 &s.id,
-                std::path::Path::new(&project),
+                Path::new(&project),
                 None,
                 None,
-                false,
-            )
+                beside,
+            )?;
+            match (&agent.host, &args.client) {
+                (
+                    Host::Tmux {
+                        socket: s, pane, ..
+                    },
+                    Some(client),
+                ) if Path::new(s) == socket => {
+                    TmuxServer::new(socket).run(&["switch-client", "-c", client, "-t", pane])?;
+                }
+                _ => crate::output::out(&agent.id),
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Read the rows again (live agents changed, a scan ended), keeping the filter and the
+/// selected row where it still is.
+fn reload(app: &mut App, index: &Index) {
+    if app.searched {
+        return;
+    }
+    let (Ok(agents), Ok(past)) = (live_agents(), index.sessions()) else {
+        return;
+    };
+    let selected = app
+        .list
+        .selected()
+        .and_then(|i| app.shown.get(i))
+        .map(|&i| app.rows[i].key());
+    app.rows = rows_of(agents, past);
+    refilter(app);
+    if let Some(key) = selected {
+        if let Some(pos) = app.shown.iter().position(|&i| app.rows[i].key() == key) {
+            app.list.select(Some(pos));
         }
     }
 }
@@ -128,12 +291,40 @@ fn event_loop(
     terminal: &mut ratatui::DefaultTerminal,
     app: &mut App,
     index: &Index,
+    scanned: &mpsc::Receiver<Result<volee_history::Scan, String>>,
 ) -> CliResult<Outcome> {
+    let mut scanning = true;
     loop {
         terminal
             .draw(|f| draw(f, app, index))
             .map_err(|e| CliError::internal(e.to_string()))?;
-        if !event::poll(Duration::from_secs(2)).map_err(|e| CliError::internal(e.to_string()))? {
+        // While the scan runs, look for its end often; after, redraw every 2 s (live screens).
+        let tick = if scanning {
+            Duration::from_millis(100)
+        } else {
+            Duration::from_secs(2)
+        };
+        if !event::poll(tick).map_err(|e| CliError::internal(e.to_string()))? {
+            if scanning {
+                match scanned.try_recv() {
+                    Ok(result) => {
+                        scanning = false;
+                        app.status = match result {
+                            Ok(scan) if !scan.unreadable.is_empty() => format!(
+                                "{} file(s) could not be read: volee sessions --json",
+                                scan.unreadable.len()
+                            ),
+                            Ok(_) => String::new(),
+                            Err(e) => format!("past sessions: {e}"),
+                        };
+                        reload(app, index);
+                    }
+                    Err(mpsc::TryRecvError::Empty) => {}
+                    Err(mpsc::TryRecvError::Disconnected) => scanning = false,
+                }
+            } else {
+                reload(app, index);
+            }
             continue;
         }
         let Event::Key(key) = event::read().map_err(|e| CliError::internal(e.to_string()))? else {
@@ -178,6 +369,11 @@ fn event_loop(
         }
         let selected = app.list.selected().and_then(|i| app.shown.get(i)).copied();
         match key.code {
+            KeyCode::Esc if app.searched => {
+                app.searched = false;
+                app.status.clear();
+                reload(app, index);
+            }
             KeyCode::Esc if app.filter.is_empty() => return Ok(Outcome::Quit),
             KeyCode::Esc => {
                 app.filter.clear();
@@ -188,7 +384,7 @@ fn event_loop(
             KeyCode::PageUp => app.list.scroll_up_by(10),
             KeyCode::PageDown => app.list.scroll_down_by(10),
             KeyCode::Enter => match selected.map(|i| &app.rows[i]) {
-                Some(Row::Live(a)) => return Ok(Outcome::Jump(a.id.clone())),
+                Some(Row::Live(a)) => return Ok(Outcome::Jump(a.clone())),
                 Some(Row::Past(s)) => return Ok(Outcome::Resume(s.clone())),
                 None => {}
             },
@@ -240,6 +436,7 @@ fn search(app: &mut App, index: &Index, query: &str) -> CliResult {
     app.rows
         .extend(hits.into_iter().map(|h| Row::Past(Box::new(h.session))));
     app.filter.clear();
+    app.searched = true;
     app.shown = (live..app.rows.len()).collect();
     app.list.select((!app.shown.is_empty()).then_some(0));
     Ok(())
@@ -267,10 +464,14 @@ fn draw(f: &mut ratatui::Frame, app: &mut App, index: &Index) {
     let title = match (&app.searching, app.filter.is_empty()) {
         (Some(q), _) => format!(" search: {q}_ "),
         (None, false) => format!(" filter: {} ", app.filter),
-        (None, true) => format!(
-            " {} agents and sessions — type to filter, / search, ? keys ",
-            app.shown.len()
-        ),
+        (None, true) => {
+            let live = app
+                .shown
+                .iter()
+                .filter(|&&i| matches!(app.rows[i], Row::Live(_)))
+                .count();
+            format!(" {live} live, {} past ", app.shown.len() - live)
+        }
     };
     let highlight = if app.color {
         Style::default().bg(Color::Blue).fg(Color::White)
@@ -301,6 +502,8 @@ fn draw(f: &mut ratatui::Frame, app: &mut App, index: &Index) {
     }
     let status = if app.help {
         "↑↓ move · Enter jump / resume · type to filter · / full text · x stop (empty filter) · Esc back/quit".to_owned()
+    } else if app.status.is_empty() {
+        "type to filter · / search · Enter jump or resume · ? keys · Esc quit".to_owned()
     } else {
         app.status.clone()
     };
@@ -477,5 +680,119 @@ fn color_of(c: vt100::Color) -> Color {
         vt100::Color::Default => Color::Reset,
         vt100::Color::Idx(i) => Color::Indexed(i),
         vt100::Color::Rgb(r, g, b) => Color::Rgb(r, g, b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+
+    use super::*;
+
+    fn past(id: &str, title: &str) -> SessionRow {
+        SessionRow {
+            harness: "codex".into(),
+            id: id.into(),
+            project: Some("/home/u/src/app".into()),
+            branch: Some("main".into()),
+            title: Some(title.into()),
+            first_prompt: None,
+            started: None,
+            last: Some("2026-12-01T10:00:00Z".into()),
+            last_ms: 0,
+            messages: 4,
+            model: Some("gpt-5".into()),
+            usage: None,
+            file: "/nonexistent/rollout.jsonl".into(),
+        }
+    }
+
+    /// The screen's lines after one frame at `width`×`height`.
+    fn frame(width: u16, height: u16, rows: Vec<Row>) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(&dir.path().join("sessions.db")).unwrap();
+        let mut app = App {
+            shown: Vec::new(),
+            rows,
+            filter: String::new(),
+            searching: None,
+            searched: false,
+            list: ListState::default(),
+            status: String::new(),
+            confirm_stop: None,
+            help: false,
+            color: true,
+        };
+        refilter(&mut app);
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+        terminal.draw(|f| draw(f, &mut app, &index)).unwrap();
+        let buf = terminal.backend().buffer().clone();
+        (0..height)
+            .map(|y| {
+                (0..width)
+                    .map(|x| buf[(x, y)].symbol().to_string())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn at_50_columns_the_preview_goes_below_the_list() {
+        let lines = frame(
+            50,
+            24,
+            vec![
+                Row::Past(Box::new(past("0199aaaa-1111", "fix the login bug"))),
+                Row::Past(Box::new(past("0199bbbb-2222", "add the export"))),
+            ],
+        );
+        let at = |needle: &str| lines.iter().position(|l| l.contains(needle));
+        let (Some(first), Some(second), Some(preview)) =
+            (at("fix the login"), at("add the export"), at(" preview "))
+        else {
+            panic!("{}", lines.join("\n"));
+        };
+        assert!(first < second && second < preview, "{}", lines.join("\n"));
+        // The preview shows the selected session's metadata in full width.
+        assert!(
+            lines[preview..]
+                .iter()
+                .any(|l| l.contains("codex 0199aaaa-1111")),
+            "{}",
+            lines.join("\n")
+        );
+        assert!(lines.iter().all(|l| l.chars().count() == 50));
+    }
+
+    #[test]
+    fn at_80_by_24_the_preview_is_beside_the_list_until_100_columns() {
+        let rows = || {
+            vec![Row::Past(Box::new(past(
+                "0199aaaa-1111",
+                "fix the login bug",
+            )))]
+        };
+        let narrow = frame(80, 24, rows());
+        let wide = frame(120, 30, rows());
+        let row_of = |lines: &[String], needle: &str| lines.iter().position(|l| l.contains(needle));
+        assert!(row_of(&narrow, " preview ") > row_of(&narrow, "fix the login"));
+        assert_eq!(row_of(&wide, " preview "), Some(0), "{}", wide.join("\n"));
+    }
+
+    /// Agent-controlled text (a title, a first prompt) reaches the terminal as text: no escape
+    /// sequence, no control character, no tmux style.
+    #[test]
+    fn hostile_titles_are_drawn_as_text() {
+        let hostile = "\u{1b}[31mred\u{7}\r\n#[fg=red]x";
+        let lines = frame(
+            160,
+            24,
+            vec![Row::Past(Box::new(past("0199cccc-3333", hostile)))],
+        );
+        let all = lines.join("\n");
+        assert!(!all.contains('\u{1b}') && !all.contains('\u{7}'), "{all:?}");
+        assert!(all.contains("red"), "{all}");
+        assert!(all.contains("#[fg=red]"), "drawn literally: {all}");
     }
 }

@@ -178,6 +178,20 @@ pub fn resume_session(
     name: Option<String>,
     as_json: bool,
 ) -> CliResult {
+    let agent = resume_session_beside(harness, session_id, project, host, name, None)?;
+    print_agent(&agent, as_json)
+}
+
+/// [`resume_session`]'s launch; `beside` is (tmux socket, pane) the new pane goes next to when
+/// the caller is not in a pane (the browser in a popup), else the caller's own pane.
+pub fn resume_session_beside(
+    harness: &str,
+    session_id: &str,
+    project: &std::path::Path,
+    host: Option<&str>,
+    name: Option<String>,
+    beside: Option<(&std::path::Path, &str)>,
+) -> CliResult<volee_protocol::AgentView> {
     let profile = volee_harness::profile(harness).ok_or_else(|| error::unknown_harness(harness))?;
     if !profile.resume.iter().any(|a| a.contains("{id}")) {
         return Err(CliError::user(format!(
@@ -206,10 +220,16 @@ pub fn resume_session(
             project.display()
         )));
     }
-    let socket = crate::caller::tmux_socket(None);
-    let caller_pane = crate::caller::inside_server(&socket)
-        .then(|| std::env::var("TMUX_PANE").ok())
-        .flatten();
+    let (socket, caller_pane) = match beside {
+        Some((socket, pane)) => (socket.to_path_buf(), Some(pane.to_owned())),
+        None => {
+            let socket = crate::caller::tmux_socket(None);
+            let pane = crate::caller::inside_server(&socket)
+                .then(|| std::env::var("TMUX_PANE").ok())
+                .flatten();
+            (socket, pane)
+        }
+    };
     let line = crate::launch_plan::line(What::Harness(
         &profile,
         HarnessOptions {
@@ -229,9 +249,16 @@ pub fn resume_session(
             caller_pane,
             zellij_session,
         },
-        crate::caller::env(),
+        {
+            // From a popup: the popup's TMUX is not the new pane's.
+            let mut env = crate::caller::env();
+            if beside.is_some() {
+                env.retain(|(k, _)| k != "TMUX" && k != "TMUX_PANE");
+            }
+            env
+        },
     );
-    print_agent(&agent_of(ask(&Request::Launch(req))?)?, as_json)
+    agent_of(ask(&Request::Launch(req))?)
 }
 
 /// `volee resume ID`: relaunch an ended agent with its harness's resume line and session id (the

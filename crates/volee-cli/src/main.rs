@@ -64,7 +64,7 @@ enum Command {
     Agent(agent_cmd::AgentArgs),
     /// Browse live agents and past sessions: filter as you type, / full text, a preview; Enter
     /// jumps to an agent or resumes a session.
-    Browse,
+    Browse(browse::BrowseArgs),
     /// Every harness's past sessions: list them, search their messages, show one.
     Sessions(sessions_cmd::SessionsArgs),
     /// List agents (launched and discovered); --all adds ended ones.
@@ -335,7 +335,7 @@ fn main() {
         Command::Rm { id } => commands::rm(&id),
         Command::Prune => commands::prune(),
         Command::Sessions(args) => sessions_cmd::run(args),
-        Command::Browse => browse::run(),
+        Command::Browse(args) => browse::run(args),
         Command::Status { format } => commands::status(format),
         Command::Daemon { action, foreground } => match action {
             Some(DaemonAction::Stop) => commands::daemon_stop(),

@@ -126,18 +126,32 @@ pub fn run(args: SessionsArgs) -> CliResult {
 
 /// The index, brought up to date with every root under this environment.
 pub(crate) fn open_scanned() -> CliResult<(Index, Vec<Root>, Scan)> {
-    let paths = Paths::from_process_env();
-    paths
-        .ensure()
-        .map_err(|e| CliError::env(format!("volee's directories: {e}")))?;
-    let mut index = Index::open(&paths.state_dir.join("sessions.db"))
-        .map_err(|e| CliError::env(e.to_string()))?;
-    let mut roots = roots(|k| std::env::var(k).ok());
-    roots.extend(agents_roots(&paths, &roots));
+    let (mut index, roots) = open_index()?;
     let scan = index
         .scan(&roots)
         .map_err(|e| CliError::internal(e.to_string()))?;
     Ok((index, roots, scan))
+}
+
+/// The index as it is, and the roots it is to cover (the browser draws first, then scans).
+pub(crate) fn open_index() -> CliResult<(Index, Vec<Root>)> {
+    let paths = Paths::from_process_env();
+    paths
+        .ensure()
+        .map_err(|e| CliError::env(format!("volee's directories: {e}")))?;
+    let index = Index::open(&paths.state_dir.join("sessions.db"))
+        .map_err(|e| CliError::env(e.to_string()))?;
+    let mut roots = roots(|k| std::env::var(k).ok());
+    roots.extend(agents_roots(&paths, &roots));
+    Ok((index, roots))
+}
+
+/// Bring the index at its usual place up to date over `roots` (a second connection: the browser
+/// scans on a thread while it shows what the index had).
+pub(crate) fn scan_into_index(roots: &[Root]) -> Result<Scan, String> {
+    let paths = Paths::from_process_env();
+    let mut index = Index::open(&paths.state_dir.join("sessions.db")).map_err(|e| e.to_string())?;
+    index.scan(roots).map_err(|e| e.to_string())
 }
 
 /// The roots in the environments of the live agents the daemon knows (launched and discovered)

@@ -33,9 +33,32 @@ const BINDINGS: &[(&str, &str, Binding)] = &[
 
 #[derive(Clone, Copy)]
 enum Binding {
+    /// The browser in a popup (tmux ≥ 3.2), else the menu.
     Picker,
     Next,
     Launch,
+}
+
+/// Does this tmux (`tmux -V`: `tmux 3.3a`, `tmux next-3.6`, `tmux master`) have
+/// `display-popup` (3.2 and later)?
+fn has_popup(version: &str) -> bool {
+    let v = version
+        .trim()
+        .trim_start_matches("tmux ")
+        .trim_start_matches("next-");
+    let mut parts = v.split('.');
+    let major = parts.next().and_then(|m| m.parse::<u32>().ok());
+    let minor: String = parts
+        .next()
+        .unwrap_or("0")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    match (major, minor.parse::<u32>().unwrap_or(0)) {
+        (Some(major), minor) => (major, minor) >= (3, 2),
+        // A build from git names no number: it is newer than any release.
+        (None, _) => v == "master",
+    }
 }
 
 fn volee_bin() -> CliResult<String> {
@@ -45,10 +68,17 @@ fn volee_bin() -> CliResult<String> {
 }
 
 /// The command a key runs; `run-shell` runs it through the shell, hence [`sh_quote`].
-fn binding_command(binding: Binding, bin: &str) -> Vec<String> {
+/// (`display-popup` expands no format in its command, so the popup is opened by `volee browse
+/// --popup`, which `run-shell` gives the client, pane and socket.)
+fn binding_command(binding: Binding, bin: &str, popup: bool) -> Vec<String> {
     let bin = sh_quote(bin);
     let common = "--socket '#{socket_path}' --client '#{client_name}'";
     match binding {
+        Binding::Picker if popup => vec![
+            "run-shell".into(),
+            "-b".into(),
+            format!("{bin} browse --popup {common} --pane '#{{pane_id}}'"),
+        ],
         Binding::Picker => vec![
             "run-shell".into(),
             "-b".into(),
@@ -138,6 +168,7 @@ fn init_server(server: &TmuxServer) -> CliResult<Vec<String>> {
     }
 
     // Key bindings in the prefix table, never over a user's own binding.
+    let popup = volee_tmux::server::version().is_ok_and(|v| has_popup(&v));
     let ours: Vec<String> = option(server, "@volee-bound-keys")
         .map(|v| v.split_whitespace().map(String::from).collect())
         .unwrap_or_default();
@@ -159,7 +190,7 @@ fn init_server(server: &TmuxServer) -> CliResult<Vec<String>> {
             "prefix".into(),
             key.clone(),
         ];
-        args.extend(binding_command(*binding, &bin));
+        args.extend(binding_command(*binding, &bin, popup));
         server.run(&args)?;
         bound.push(key);
     }
@@ -523,11 +554,34 @@ mod tests {
 
     #[test]
     fn key_bindings_quote_the_binary_for_the_shell() {
-        let picker = binding_command(Binding::Picker, "/opt/it's/volee");
+        let picker = binding_command(Binding::Picker, "/opt/it's/volee", false);
         assert_eq!(picker[..2], ["run-shell", "-b"]);
         assert!(
             picker[2].starts_with(r"'/opt/it'\''s/volee' pick --socket"),
             "{picker:?}"
         );
+        let popup = binding_command(Binding::Picker, "/opt/it's/volee", true);
+        assert!(
+            popup[2].starts_with(r"'/opt/it'\''s/volee' browse --popup --socket"),
+            "{popup:?}"
+        );
+        assert!(popup[2].ends_with("--pane '#{pane_id}'"), "{popup:?}");
+    }
+
+    #[test]
+    fn the_popup_is_there_from_tmux_3_2() {
+        for (v, yes) in [
+            ("tmux 3.3a", true),
+            ("tmux 3.2", true),
+            ("tmux 3.2a", true),
+            ("tmux 3.1c", false),
+            ("tmux 2.9", false),
+            ("tmux 10.0", true),
+            ("tmux next-3.6", true),
+            ("tmux master", true),
+            ("", false),
+        ] {
+            assert_eq!(has_popup(v), yes, "{v}");
+        }
     }
 }
