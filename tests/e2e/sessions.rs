@@ -355,3 +355,84 @@ fn the_picker_key_opens_the_browser_in_a_popup_that_jumps_and_resumes() {
     viewer.keys(&["Escape"]);
     until("closed with Esc", &|s| !s.contains(" live, "));
 }
+
+/// The daemon keeps the index up to date by itself: a session written under a harness home that
+/// only an agent's environment named — after that agent ended — is in the index with no volee
+/// command run (read straight from the database), and the root is remembered across a daemon
+/// restart, in a private file.
+#[test]
+fn the_daemon_indexes_what_is_written_under_an_ended_agents_home() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::Duration;
+    use volee_test_support::wait_until;
+
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let config = env.root().join("claude-elsewhere");
+    std::fs::create_dir_all(config.join("projects")).unwrap();
+    let id = launch_sh(
+        &env,
+        "holder",
+        &format!("exec env CLAUDE_CONFIG_DIR={} sleep 600", config.display()),
+    );
+    let remembered = env.volee_home().join("state/history-roots.json");
+    wait_until(
+        "the daemon remembers the agent's Claude home",
+        Duration::from_secs(20),
+        || {
+            std::fs::read_to_string(&remembered)
+                .ok()?
+                .contains(&config.join("projects").display().to_string())
+                .then_some(())
+        },
+        || env.log_tail(),
+    );
+    let mode = std::fs::metadata(&remembered).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    env.ok(["stop", &id]);
+    env.wait_state(&id, "stopped", 10);
+
+    // Written after the agent ended; no volee command reads it: the daemon does.
+    plant_claude_session(&config);
+    let db = env.volee_home().join("state/sessions.db");
+    wait_until(
+        "the daemon indexed the new session",
+        Duration::from_secs(20),
+        || {
+            let index = volee_history::Index::open(&db).ok()?;
+            let sessions = index.sessions().ok()?;
+            sessions
+                .iter()
+                .any(|s| s.id == CLAUDE_SESSION)
+                .then_some(())
+        },
+        || env.log_tail(),
+    );
+
+    // A new daemon still knows the root: listed, with the agent it came from.
+    env.ok(["daemon", "stop"]);
+    let listing: Value = serde_json::from_str(&env.ok(["sessions", "--json"])).unwrap();
+    let root = listing["roots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["path"] == config.join("projects").display().to_string())
+        .unwrap_or_else(|| panic!("the ended agent's root is forgotten: {listing}"))
+        .clone();
+    assert!(
+        root["from"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("CLAUDE_CONFIG_DIR of agent {id}")),
+        "{root}"
+    );
+    assert!(
+        listing["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["id"] == CLAUDE_SESSION),
+        "{listing}"
+    );
+}

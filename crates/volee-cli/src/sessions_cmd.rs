@@ -154,19 +154,25 @@ pub(crate) fn scan_into_index(roots: &[Root]) -> Result<Scan, String> {
     index.scan(roots).map_err(|e| e.to_string())
 }
 
-/// The roots in the environments of the live agents the daemon knows (launched and discovered)
-/// that this environment does not have: a harness started with its own `CODEX_HOME` keeps its
-/// sessions there. Only processes of this user are read; no daemon running, none.
+/// The roots this environment does not have: those the daemon remembers from every agent it has
+/// known (ended ones too; read from its file, a daemon running or not), and those in the
+/// environments of the live agents now (launched and discovered): a harness started with its own
+/// `CODEX_HOME` keeps its sessions there. Only processes of this user are read.
 fn agents_roots(paths: &Paths, have: &[Root]) -> Vec<Root> {
+    let mut out: Vec<Root> = Vec::new();
+    for root in volee_daemon::history::remembered_roots(paths) {
+        if !have.iter().chain(&out).any(|h| h.path == root.path) {
+            out.push(root);
+        }
+    }
     let Ok(mut client) = volee_daemon::Client::connect(paths) else {
-        return Vec::new();
+        return out;
     };
     let Ok(volee_protocol::Response::Agents { agents }) =
         client.request(&volee_protocol::Request::List { all: false })
     else {
-        return Vec::new();
+        return out;
     };
-    let mut out: Vec<Root> = Vec::new();
     for agent in agents {
         let Some(env) = agent.pid.and_then(own_environ) else {
             continue;

@@ -11,6 +11,7 @@ pub mod config;
 pub mod daemon;
 pub mod discovery;
 pub mod handover;
+pub mod history;
 pub mod host;
 pub mod instrument;
 pub mod logging;

@@ -190,6 +190,7 @@ pub async fn run(paths: Paths, config: Config) -> Result<(), DaemonError> {
     tokio::spawn(socket::accept_loop(listener, tx.clone()));
     daemon.startup_resync().await;
     daemon.run(rx, conn_rx).await;
+    daemon.history.stop();
 
     let _ = std::fs::remove_file(&socket);
     let _ = std::fs::remove_file(paths.pid_file());
@@ -225,6 +226,8 @@ struct Daemon {
     discovery: rescan::Discovery,
     /// The harnesses' own reports of their state.
     sources: crate::sources::Sources,
+    /// The past-sessions index, kept up to date on a thread of its own.
+    history: crate::history::History,
 }
 
 impl Daemon {
@@ -243,6 +246,7 @@ impl Daemon {
             let _ = source_tx.send(Msg::Source(msg));
         }));
         Daemon {
+            history: crate::history::History::start(&paths),
             screens: Screens::new(paths.config_dir.clone()),
             hosts: Hosts::new(TmuxHost::new(conn_tx), zellij),
             sources,
@@ -444,6 +448,7 @@ impl Daemon {
     fn flush(&mut self) {
         let now = now_ms();
         self.sources.sync(&self.registry, now);
+        self.history.sync(&self.registry);
         let transitions = self.registry.reevaluate_all(now, &self.arbiter());
         let state_changed = !transitions.is_empty();
         self.notify_transitions(transitions, now);

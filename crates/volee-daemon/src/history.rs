@@ -1,0 +1,397 @@
+//! Keeping the past-sessions index (`volee-history`) up to date from the daemon: a thread of
+//! its own (SQLite is synchronous) that watches every harness's sessions directory with inotify
+//! (`notify`) and, once the writes to a directory have paused and the machine is not busy,
+//! brings that directory's sessions up to date. Nothing runs while nothing is written.
+//!
+//! The directories are those under the daemon's environment plus those in the environment of
+//! every agent it has known (launched or discovered, this user's processes only): a harness
+//! started with its own `CLAUDE_CONFIG_DIR` keeps its sessions there, and they stay findable
+//! after the agent ended — the roots are remembered in `history-roots.json` (0600).
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use volee_core::Registry;
+use volee_history::{roots, Index, Root};
+
+use crate::paths::Paths;
+
+/// Writes to a directory are read once they have paused this long (a harness writes its
+/// transcript in bursts while it works).
+const SETTLE: Duration = Duration::from_secs(2);
+/// The first look, for what changed while no daemon ran.
+const FIRST_LOOK: Duration = Duration::from_secs(3);
+/// While the machine is busy, reading waits, at most this long.
+const MOST_DEFERRED: Duration = Duration::from_secs(300);
+/// How often a deferred read looks at the load again.
+const BUSY_RETRY: Duration = Duration::from_secs(15);
+
+/// A new agent's environment is read when it is first seen and once more after this long (its
+/// first process may `exec` the harness with more variables).
+const SECOND_LOOK: Duration = Duration::from_secs(10);
+
+enum Cmd {
+    /// A live agent's process: its environment may name other roots.
+    Agent {
+        pid: u32,
+        id: String,
+    },
+    /// Something under a watched directory changed.
+    Changed(PathBuf),
+    Stop,
+}
+
+/// A root as remembered (its format comes from the harness's profile when it is read back).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Remembered {
+    harness: String,
+    path: PathBuf,
+    from: String,
+}
+
+/// The daemon's side: hands agents' processes to the thread, answers which roots are known.
+pub struct History {
+    tx: mpsc::Sender<Cmd>,
+    /// Processes already handed over.
+    seen: HashSet<u32>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl History {
+    /// Start the thread; the index is `sessions.db` in the state directory.
+    pub fn start(paths: &Paths) -> History {
+        let (tx, rx) = mpsc::channel();
+        let mut known = roots(|k| std::env::var(k).ok());
+        let remembered_file = remembered_file(paths);
+        for root in remembered_roots(paths) {
+            if !known.iter().any(|k| k.path == root.path) {
+                known.push(root);
+            }
+        }
+        let worker = Worker {
+            index_path: paths.state_dir.join("sessions.db"),
+            remembered_file,
+            roots: known,
+            watched: HashSet::new(),
+            due: HashMap::new(),
+            busy_since: HashMap::new(),
+            second_looks: Vec::new(),
+            tx: tx.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("volee-history".into())
+            .spawn(move || worker.run(rx))
+            .map_err(|e| tracing::warn!("past sessions are not kept up to date: {e}"))
+            .ok();
+        History {
+            tx,
+            seen: HashSet::new(),
+            thread,
+        }
+    }
+
+    /// Hand every live agent's process not yet seen to the thread (called at each flush: a set
+    /// lookup per agent).
+    pub fn sync(&mut self, registry: &Registry) {
+        for agent in registry.iter().filter(|a| !a.is_ended()) {
+            let Some(pid) = agent.pid else { continue };
+            if self.seen.insert(pid) {
+                let _ = self.tx.send(Cmd::Agent {
+                    pid,
+                    id: agent.id.clone(),
+                });
+            }
+        }
+    }
+
+    /// Tell the thread to end (not waited for: a read in the middle of its transaction is
+    /// rolled back by SQLite if the process ends first).
+    pub fn stop(&mut self) {
+        let _ = self.tx.send(Cmd::Stop);
+        self.thread.take();
+    }
+}
+
+struct Worker {
+    index_path: PathBuf,
+    remembered_file: PathBuf,
+    /// This environment's roots, then those of agents.
+    roots: Vec<Root>,
+    /// Roots under an inotify watch.
+    watched: HashSet<PathBuf>,
+    /// Roots to read, and when.
+    due: HashMap<PathBuf, Instant>,
+    /// Since when a due root has waited for the machine to calm down.
+    busy_since: HashMap<PathBuf, Instant>,
+    /// Agents whose environment is read again, and when.
+    second_looks: Vec<(u32, String, Instant)>,
+    tx: mpsc::Sender<Cmd>,
+}
+
+impl Worker {
+    fn run(mut self, rx: mpsc::Receiver<Cmd>) {
+        let tx = self.tx.clone();
+        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            let Ok(event) = res else { return };
+            // Reads (our own included) change nothing.
+            if matches!(
+                event.kind,
+                notify::EventKind::Access(_) | notify::EventKind::Other
+            ) {
+                return;
+            }
+            for path in event.paths {
+                let _ = tx.send(Cmd::Changed(path));
+            }
+        });
+        let mut watcher = match watcher {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!("cannot watch the harnesses' sessions (each volee command reads them instead): {e}");
+                None
+            }
+        };
+        let start = Instant::now() + FIRST_LOOK;
+        for root in self.all_roots() {
+            self.due.insert(root.path, start);
+        }
+        let mut index: Option<Index> = None;
+        loop {
+            self.watch_new(watcher.as_mut());
+            let timeout = self
+                .due
+                .values()
+                .chain(self.second_looks.iter().map(|(_, _, at)| at))
+                .min()
+                .map(|at| at.saturating_duration_since(Instant::now()))
+                .unwrap_or(Duration::from_secs(3600));
+            match rx.recv_timeout(timeout) {
+                Ok(Cmd::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+                Ok(Cmd::Changed(path)) => {
+                    if let Some(root) = self.root_under(&path) {
+                        self.due.insert(root, Instant::now() + SETTLE);
+                    }
+                }
+                Ok(Cmd::Agent { pid, id }) => {
+                    self.agent(pid, &id);
+                    self.second_looks
+                        .push((pid, id, Instant::now() + SECOND_LOOK));
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            let now = Instant::now();
+            let looks: Vec<(u32, String, Instant)> = self.second_looks.clone();
+            self.second_looks.retain(|(_, _, at)| *at > now);
+            for (pid, id, _) in looks.into_iter().filter(|(_, _, at)| *at <= now) {
+                self.agent(pid, &id);
+            }
+            let ready: Vec<PathBuf> = self
+                .due
+                .iter()
+                .filter(|(_, at)| **at <= now)
+                .map(|(p, _)| p.clone())
+                .collect();
+            if ready.is_empty() {
+                continue;
+            }
+            if busy() {
+                let mut deferred = false;
+                for path in &ready {
+                    let since = *self.busy_since.entry(path.clone()).or_insert(now);
+                    if now.duration_since(since) < MOST_DEFERRED {
+                        self.due.insert(path.clone(), now + BUSY_RETRY);
+                        deferred = true;
+                    }
+                }
+                if deferred {
+                    continue;
+                }
+            }
+            let roots: Vec<Root> = self
+                .all_roots()
+                .into_iter()
+                .filter(|r| ready.contains(&r.path))
+                .collect();
+            for path in &ready {
+                self.due.remove(path);
+                self.busy_since.remove(path);
+            }
+            if index.is_none() {
+                index = Index::open(&self.index_path)
+                    .map_err(|e| tracing::warn!("past sessions' index: {e}"))
+                    .ok();
+            }
+            let Some(ix) = index.as_mut() else { continue };
+            let t = Instant::now();
+            match ix.scan(&roots) {
+                Ok(scan) => tracing::debug!(
+                    "past sessions: {} file(s) read of {} under {} root(s) in {:?}",
+                    scan.read,
+                    scan.files,
+                    roots.len(),
+                    t.elapsed()
+                ),
+                // Another writer held it (a CLI's first scan): try again later.
+                Err(e) => {
+                    tracing::info!("past sessions not read now: {e}");
+                    for r in &roots {
+                        self.due.insert(r.path.clone(), Instant::now() + BUSY_RETRY);
+                    }
+                }
+            }
+        }
+    }
+
+    fn all_roots(&self) -> Vec<Root> {
+        self.roots.clone()
+    }
+
+    /// The known root `path` lies under (the deepest one).
+    fn root_under(&self, path: &Path) -> Option<PathBuf> {
+        self.all_roots()
+            .into_iter()
+            .filter(|r| path.starts_with(&r.path))
+            .max_by_key(|r| r.path.components().count())
+            .map(|r| r.path)
+    }
+
+    /// Watch the roots that exist and are not watched yet (a harness creates its directory on
+    /// its first run: looked at again each time an agent comes).
+    fn watch_new(&mut self, watcher: Option<&mut notify::RecommendedWatcher>) {
+        use notify::Watcher;
+        let Some(watcher) = watcher else { return };
+        for root in self.all_roots() {
+            if self.watched.contains(&root.path) || !is_own_dir(&root.path) {
+                continue;
+            }
+            match watcher.watch(&root.path, notify::RecursiveMode::Recursive) {
+                Ok(()) => {
+                    self.watched.insert(root.path.clone());
+                    // Written before the watch began: read it.
+                    self.due
+                        .entry(root.path)
+                        .or_insert_with(|| Instant::now() + SETTLE);
+                }
+                Err(e) => tracing::warn!("cannot watch {}: {e}", root.path.display()),
+            }
+        }
+    }
+
+    /// A live agent's environment: the roots it names that are new are kept (and remembered).
+    fn agent(&mut self, pid: u32, id: &str) {
+        let Some(env) = own_environ(pid) else { return };
+        let get = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+        let mut added = false;
+        for root in roots(get) {
+            if self.roots.iter().any(|r| r.path == root.path) {
+                continue;
+            }
+            self.roots.push(Root {
+                from: format!("{} of agent {id}", root.from),
+                ..root
+            });
+            added = true;
+        }
+        if added {
+            let remembered: Vec<Remembered> = self
+                .all_roots()
+                .iter()
+                .filter(|r| r.from.contains(" of agent "))
+                .map(|r| Remembered {
+                    harness: r.harness.clone(),
+                    path: r.path.clone(),
+                    from: r.from.clone(),
+                })
+                .collect();
+            if let Err(e) = crate::persist::save_json(&self.remembered_file, &remembered) {
+                tracing::warn!("cannot remember the sessions' roots: {e}");
+            }
+        }
+    }
+}
+
+fn remembered_file(paths: &Paths) -> PathBuf {
+    paths.state_dir.join("history-roots.json")
+}
+
+/// The roots the daemon remembers from the agents it has known (`volee sessions` lists them with
+/// the agent each came from, whether a daemon runs or not).
+pub fn remembered_roots(paths: &Paths) -> Vec<Root> {
+    load_remembered(&remembered_file(paths))
+        .iter()
+        .filter_map(root_of)
+        .collect()
+}
+
+/// A remembered root back as a root of its harness's format (a harness no longer known, or one
+/// that keeps no history now, gives none).
+fn root_of(r: &Remembered) -> Option<Root> {
+    let profile = volee_harness::profile(&r.harness)?;
+    let kind = profile.history.kind;
+    (kind != volee_harness::HistoryKind::None).then(|| Root {
+        harness: r.harness.clone(),
+        kind,
+        path: r.path.clone(),
+        from: r.from.clone(),
+    })
+}
+
+/// The remembered roots; a missing one is none, a corrupt one is moved aside (it is only a
+/// memory: the next agents fill it again), a symlink or another user's file is not read.
+fn load_remembered(path: &Path) -> Vec<Remembered> {
+    match crate::paths::check_own_file(path, "regular file", |k| k.is_file()) {
+        Ok(true) => {}
+        Ok(false) => return Vec::new(),
+        Err(e) => {
+            tracing::warn!("not reading the remembered sessions' roots: {e}");
+            return Vec::new();
+        }
+    }
+    match crate::persist::load_json(path, crate::daemon::now_ms()) {
+        Ok(crate::persist::Loaded::Ok(roots)) => roots,
+        Ok(crate::persist::Loaded::Missing) => Vec::new(),
+        Ok(crate::persist::Loaded::Corrupt { kept_as, error }) => {
+            tracing::warn!(
+                "{} did not parse ({error}); kept as {}",
+                path.display(),
+                kept_as.display()
+            );
+            Vec::new()
+        }
+        Err(e) => {
+            tracing::warn!("{e}");
+            Vec::new()
+        }
+    }
+}
+
+/// A directory this user owns (a root in another user's home is not read).
+fn is_own_dir(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .is_ok_and(|m| m.is_dir() && m.uid() == nix::unistd::getuid().as_raw())
+}
+
+/// A process's environment, when the process is this user's.
+fn own_environ(pid: u32) -> Option<Vec<(String, String)>> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = PathBuf::from(format!("/proc/{pid}"));
+    if std::fs::metadata(&dir).ok()?.uid() != nix::unistd::getuid().as_raw() {
+        return None;
+    }
+    let bytes = std::fs::read(dir.join("environ")).ok()?;
+    Some(volee_procscan::parse_environ(&bytes))
+}
+
+/// Is the machine busy: the last minute's load at or above the number of cores?
+fn busy() -> bool {
+    use procfs_core::FromRead;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f32;
+    std::fs::read("/proc/loadavg")
+        .ok()
+        .and_then(|b| procfs_core::LoadAverage::from_read(b.as_slice()).ok())
+        .is_some_and(|l| l.one >= cores)
+}
