@@ -251,6 +251,11 @@ fn aider_asks_to_run_a_command_and_finishes_its_turn() {
         assert_eq!(env.wait_state(&id, "done", 30), "done");
         let ended = env.agent(&id);
         assert_eq!(ended["exit_status"], 0, "{ended}");
+        crate::common::keep_history(env, "work/.aider.chat.history.md");
+        // No session id in Aider: the project's chat history is the session, under the id volee
+        // makes from the project's path.
+        let session = volee_history::aider_session_id(&work);
+        crate::common::find_in_history(env, "aider", PROMPT, &session);
         drop(_stop);
         let (polls, polling) = watcher.join().unwrap();
 

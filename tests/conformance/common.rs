@@ -911,3 +911,34 @@ pub fn find_in_history(env: &TestEnv, harness: &str, prompt: &str, session: &str
     );
     eprintln!("volee sessions search {word}: {hit}");
 }
+
+/// With `VOLEE_KEEP_HISTORY=DIR` set, copy what the harness wrote at `rel` (a file or a
+/// directory under the test's root: `home/.local/share/opencode`, `work/.aider.chat.history.md`)
+/// to `DIR/rel`, before the test's directory is removed: the fixtures of
+/// `crates/volee-history/tests/fixtures` are made this way (then checked for secrets by hand).
+pub fn keep_history(env: &TestEnv, rel: &str) {
+    let Some(dest) = std::env::var_os("VOLEE_KEEP_HISTORY") else {
+        return;
+    };
+    fn copy(from: &Path, to: &Path) {
+        let Ok(meta) = std::fs::symlink_metadata(from) else {
+            return;
+        };
+        if meta.is_dir() {
+            std::fs::create_dir_all(to).unwrap();
+            for entry in std::fs::read_dir(from).unwrap().flatten() {
+                copy(&entry.path(), &to.join(entry.file_name()));
+            }
+        } else if meta.is_file() {
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(from, to).unwrap();
+        }
+    }
+    let to = PathBuf::from(dest).join(rel);
+    copy(&env.root().join(rel), &to);
+    eprintln!(
+        "kept {} as {}",
+        env.root().join(rel).display(),
+        to.display()
+    );
+}

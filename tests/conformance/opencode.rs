@@ -239,6 +239,9 @@ fn opencode_asks_permission_through_its_server_and_finishes_its_turn() {
             .expect("a session id from the server")
             .to_string();
         assert!(session.starts_with("ses_"), "{session}");
+        // Its past session, read from OpenCode's database while OpenCode runs (WAL).
+        crate::common::keep_history(env, "home/.local/share/opencode");
+        crate::common::find_in_history(env, "opencode", PROMPT, &session);
 
         // 6. End it the way a user does.
         let out = env.ok(["send", &id, "/exit"]);
@@ -296,6 +299,9 @@ fn opencode_asks_permission_through_its_server_and_finishes_its_turn() {
         assert_eq!(server.main_exchanges().len(), 3, "{}", server.summary());
         env.ok(["send", &id2, "/exit"]);
         assert_eq!(env.wait_state(&id2, "done", 30), "done");
+        // After both runs: the resumed turn is in the same session.
+        crate::common::find_in_history(env, "opencode", RESUME_PROMPT, &session);
+        crate::common::keep_history(env, "home/.local/share/opencode");
 
         let (states, blips) =
             crate::common::states_from(&seen, |o| o.source == "listing", "the server spoke");

@@ -576,7 +576,7 @@ fn past_preview<'a>(s: &SessionRow, index: &Index, width: u16) -> Paragraph<'a> 
         Line::from(format!("last: {}", s.last.as_deref().unwrap_or("-"))),
         Line::from(""),
     ];
-    for m in index.messages(&s.file, 12).unwrap_or_default() {
+    for m in index.messages(s, 12).unwrap_or_default() {
         lines.push(Line::from(format!(
             "{}: {}",
             m.role.as_str(),

@@ -193,9 +193,11 @@ pub fn resume_session_beside(
     beside: Option<(&std::path::Path, &str)>,
 ) -> CliResult<volee_protocol::AgentView> {
     let profile = volee_harness::profile(harness).ok_or_else(|| error::unknown_harness(harness))?;
-    if !profile.resume.iter().any(|a| a.contains("{id}")) {
+    // A resume line without the id (Aider's `--restore-chat-history`) resumes the project's
+    // history: the session is its project directory, where the line runs.
+    if profile.resume.is_empty() {
         return Err(CliError::user(format!(
-            "{} resumes no session by id",
+            "{} resumes no session",
             profile.display_name
         )));
     }

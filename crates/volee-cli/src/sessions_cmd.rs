@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use volee_daemon::Paths;
-use volee_history::{roots, Index, Root, Scan, SessionRow, Unreadable};
+use volee_history::{project_roots, roots, Index, Root, Scan, SessionRow, Unreadable};
 use volee_view::plain_text;
 
 use crate::error::{CliError, CliResult};
@@ -169,11 +169,15 @@ fn agents_roots(paths: &Paths, have: &[Root]) -> Vec<Root> {
         return out;
     };
     let Ok(volee_protocol::Response::Agents { agents }) =
-        client.request(&volee_protocol::Request::List { all: false })
+        client.request(&volee_protocol::Request::List { all: true })
     else {
         return out;
     };
-    for agent in agents {
+    for agent in &agents {
+        // An ended agent's pid may be another process's now.
+        if agent.state.is_final() {
+            continue;
+        }
         let Some(env) = agent.pid.and_then(own_environ) else {
             continue;
         };
@@ -187,6 +191,14 @@ fn agents_roots(paths: &Paths, have: &[Root]) -> Vec<Root> {
             });
         }
     }
+    // Every agent's working directory, ended ones too: Aider keeps its history in the project.
+    let cwds: Vec<(PathBuf, String)> = agents
+        .iter()
+        .filter(|a| !a.cwd.is_empty())
+        .map(|a| (PathBuf::from(&a.cwd), format!("cwd of agent {}", a.id)))
+        .collect();
+    let known: Vec<Root> = have.iter().chain(&out).cloned().collect();
+    out.extend(project_roots(&cwds, &known));
     out
 }
 
@@ -433,7 +445,7 @@ fn show(index: &Index, sid: &str, n: usize, as_json: bool) -> CliResult {
         .map_err(|e| CliError::internal(e.to_string()))?;
     let session = resolve(&sessions, sid)?;
     let messages = index
-        .messages(&session.file, n)
+        .messages(session, n)
         .map_err(|e| CliError::internal(e.to_string()))?;
     if as_json {
         return json(&Shown { session, messages });

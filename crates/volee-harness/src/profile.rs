@@ -223,15 +223,11 @@ pub struct Profile {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct History {
     pub kind: HistoryKind,
-    /// The variable that moves the harness's home (empty: none measured).
-    pub home_env: &'static str,
-    /// That variable stands for `HOME` (the home is `$VAR/<home_dir>`), not for the home itself
-    /// (Gemini's `GEMINI_CLI_HOME`).
-    pub env_is_home: bool,
-    /// The home under `HOME` when that variable is unset.
-    pub home_dir: &'static str,
-    /// The sessions' directory under the home.
-    pub sessions: &'static str,
+    /// Where the sessions are: the first of these variables that is set (and not empty), with
+    /// the directory under it — `CODEX_HOME` then `sessions`, else `HOME` then `.codex/sessions`.
+    /// Empty for a harness whose sessions lie in the projects (Aider): their roots are the
+    /// project directories volee has seen.
+    pub homes: &'static [(&'static str, &'static str)],
 }
 
 /// A format of past sessions (`volee_history` has a reader for each but `None`).
@@ -251,21 +247,27 @@ pub enum HistoryKind {
     QwenJsonl,
     /// `<project>/chats/session-<time>-<id8>.jsonl`: a header line (`sessionId`, `startTime`),
     /// messages by `id` (`type` user/gemini, `content`, `tokens`, `model`, `toolCalls`; one
-    /// written again with the same id replaces it), `$set` records — Gemini CLI.
+    /// written again with the same id replaces it), `$set` records, `$rewindTo` (the messages
+    /// from that id on are gone) — Gemini CLI.
     GeminiChats,
     /// `<id>/events.jsonl`: `session.start`, `user.message`, `assistant.message`,
     /// `tool.execution_start`, `session.usage_record` — Copilot CLI.
     CopilotEvents,
     /// `<cwd>/<id>/chat_history.jsonl` beside `summary.json` and `usage.json` — Grok Build.
     GrokChat,
+    /// `opencode.db`: one SQLite database (WAL) of every session — tables `session`, `message`,
+    /// `part` (JSON `data` columns), `project` — OpenCode 1.2 and later.
+    OpencodeDb,
+    /// `.aider.chat.history.md` in a project's git root, appended: `# aider chat started at`,
+    /// `#### ` user lines, `> ` tool output, the rest the assistant's — Aider. No session id.
+    AiderMarkdown,
+    /// `<id>/transcript.jsonl` beside `meta.json`: volee's own agent's store (`volee-store`).
+    VoleeStore,
 }
 
 const NO_HISTORY: History = History {
     kind: HistoryKind::None,
-    home_env: "",
-    env_is_home: false,
-    home_dir: "",
-    sessions: "",
+    homes: &[],
 };
 
 /// The longest a submit waits for the pane to settle ([`InputRules::settle_ms`]).
@@ -374,10 +376,10 @@ pub fn profiles() -> Vec<Profile> {
             },
             history: History {
                 kind: HistoryKind::ClaudeJsonl,
-                home_env: "CLAUDE_CONFIG_DIR",
-                env_is_home: false,
-                home_dir: ".claude",
-                sessions: "projects",
+                homes: &[
+                    ("CLAUDE_CONFIG_DIR", "projects"),
+                    ("HOME", ".claude/projects"),
+                ],
             },
 
             join: "--mcp-config FILE (variadic: the prompt goes after --)",
@@ -419,10 +421,7 @@ pub fn profiles() -> Vec<Profile> {
             listing: ListingSource::AppServer(&CODEX_APP_SERVER),
             history: History {
                 kind: HistoryKind::CodexRollout,
-                home_env: "CODEX_HOME",
-                env_is_home: false,
-                home_dir: ".codex",
-                sessions: "sessions",
+                homes: &[("CODEX_HOME", "sessions"), ("HOME", ".codex/sessions")],
             },
 
             join: "-c mcp_servers.volee.command=…",
@@ -465,10 +464,7 @@ pub fn profiles() -> Vec<Profile> {
             listing: ListingSource::None,
             history: History {
                 kind: HistoryKind::GeminiChats,
-                home_env: "GEMINI_CLI_HOME",
-                env_is_home: true,
-                home_dir: ".gemini",
-                sessions: "tmp",
+                homes: &[("GEMINI_CLI_HOME", ".gemini/tmp"), ("HOME", ".gemini/tmp")],
             },
 
             join: "mcpServers in the same system-defaults file",
@@ -514,10 +510,7 @@ pub fn profiles() -> Vec<Profile> {
             listing: ListingSource::None,
             history: History {
                 kind: HistoryKind::QwenJsonl,
-                home_env: "",
-                env_is_home: false,
-                home_dir: ".qwen",
-                sessions: "projects",
+                homes: &[("HOME", ".qwen/projects")],
             },
 
             join: "--mcp-config FILE",
@@ -558,10 +551,7 @@ pub fn profiles() -> Vec<Profile> {
             listing: ListingSource::None,
             history: History {
                 kind: HistoryKind::GrokChat,
-                home_env: "GROK_HOME",
-                env_is_home: false,
-                home_dir: ".grok",
-                sessions: "sessions",
+                homes: &[("GROK_HOME", "sessions"), ("HOME", ".grok/sessions")],
             },
 
             join: "no per-launch flag (config.toml)",
@@ -601,7 +591,11 @@ pub fn profiles() -> Vec<Profile> {
             session_sources: &["none (.aider.chat.history.md in the git root)"],
             states: &[Source::Screen, Source::Activity],
             listing: ListingSource::None,
-            history: NO_HISTORY,
+            // In each project (its git root): the roots are the project directories volee has seen.
+            history: History {
+                kind: HistoryKind::AiderMarkdown,
+                homes: &[],
+            },
 
             join: "none (no MCP in 0.86.2)",
             // prompt_toolkit takes a bracketed paste; Esc does not stop a reply, Ctrl-C does.
@@ -706,7 +700,13 @@ pub fn profiles() -> Vec<Profile> {
             ],
             states: &[Source::Listing, Source::Screen, Source::Activity],
             listing: ListingSource::HttpServer(&OPENCODE_SERVER),
-            history: NO_HISTORY,
+            history: History {
+                kind: HistoryKind::OpencodeDb,
+                homes: &[
+                    ("XDG_DATA_HOME", "opencode"),
+                    ("HOME", ".local/share/opencode"),
+                ],
+            },
 
             join: "mcp in OPENCODE_CONFIG_CONTENT (per launch; not used by volee yet)",
             // On a loaded machine the Enter 150 ms after a pasted `/exit` came while its `/` popup
@@ -743,7 +743,15 @@ pub fn profiles() -> Vec<Profile> {
             session_sources: &["SessionStart event session_id (the store's session id)"],
             states: &[Source::Hooks, Source::Activity],
             listing: ListingSource::None,
-            history: NO_HISTORY,
+            history: History {
+                kind: HistoryKind::VoleeStore,
+                // The store (docs/store.md): `volee agent --memory-dir` moves it for one run only.
+                homes: &[
+                    ("VOLEE_HOME", "data/sessions"),
+                    ("XDG_DATA_HOME", "volee/sessions"),
+                    ("HOME", ".local/share/volee/sessions"),
+                ],
+            },
 
             join: "none",
             input: InputRules {
@@ -843,10 +851,10 @@ fn copilot_profile() -> Profile {
         listing: ListingSource::None,
         history: History {
             kind: HistoryKind::CopilotEvents,
-            home_env: "COPILOT_HOME",
-            env_is_home: false,
-            home_dir: ".copilot",
-            sessions: "session-state",
+            homes: &[
+                ("COPILOT_HOME", "session-state"),
+                ("HOME", ".copilot/session-state"),
+            ],
         },
 
         join: "--additional-mcp-config @FILE",

@@ -1,8 +1,10 @@
 //! The index of past sessions: one SQLite database (FTS5 for the text) in volee's state dir,
 //! 0600. One row per session file with where its last read stopped, so an append-only
 //! transcript is read from there; a file that shrank or whose first bytes changed is read again
-//! from the start. Text is redacted before it is written. The index is a cache: deleted or
-//! corrupt, it is rebuilt from the harnesses' files.
+//! from the start. A file that holds many sessions (OpenCode's database) has a row per session
+//! beside its own, each with a mark of its last change, and only changed sessions are read
+//! again. Text is redacted before it is written. The index is a cache: deleted or corrupt, it
+//! is rebuilt from the harnesses' files.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
@@ -21,7 +23,7 @@ use crate::time::format_ms;
 const LINE_MAX: usize = 16 << 20;
 /// The first bytes of a file, kept to tell an appended file from a rewritten one.
 const HEAD: usize = 256;
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -80,6 +82,8 @@ pub struct Scan {
 
 pub struct Index {
     db: Connection,
+    /// The index's own file: private copies of a harness's database are made beside it.
+    path: PathBuf,
 }
 
 impl Index {
@@ -104,6 +108,7 @@ impl Index {
 
     fn connect(path: &Path) -> Result<Index, IndexError> {
         let db = Connection::open(path)?;
+        let path = path.to_path_buf();
         db.busy_timeout(std::time::Duration::from_secs(10))?;
         // A cache: write-ahead log, no sync per commit (a crash of volee loses nothing; a power
         // cut may lose the last updates, which the next scan makes again).
@@ -113,7 +118,7 @@ impl Index {
         if version != SCHEMA_VERSION {
             db.execute_batch(
                 "DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS msgs; DROP TABLE IF EXISTS files;
-                 DROP TABLE IF EXISTS meta;",
+                 DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS subs;",
             )?;
         }
         db.execute_batch(
@@ -122,10 +127,14 @@ impl Index {
                 size INTEGER NOT NULL, mtime INTEGER NOT NULL, offset INTEGER NOT NULL,
                 head BLOB NOT NULL, good INTEGER NOT NULL, bad INTEGER NOT NULL,
                 info TEXT NOT NULL, error TEXT);
+             CREATE TABLE IF NOT EXISTS subs(
+                path TEXT NOT NULL, key TEXT NOT NULL, mark TEXT NOT NULL, info TEXT NOT NULL,
+                PRIMARY KEY(path, key));
              CREATE TABLE IF NOT EXISTS msgs(
-                id INTEGER PRIMARY KEY AUTOINCREMENT, path TEXT NOT NULL, role TEXT NOT NULL, at INTEGER,
+                id INTEGER PRIMARY KEY AUTOINCREMENT, path TEXT NOT NULL,
+                key TEXT NOT NULL DEFAULT '', mid TEXT, role TEXT NOT NULL, at INTEGER,
                 text TEXT NOT NULL);
-             CREATE INDEX IF NOT EXISTS msgs_path ON msgs(path, id);
+             CREATE INDEX IF NOT EXISTS msgs_path ON msgs(path, key, id);
              CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
                 text, content='msgs', content_rowid='id', tokenize='unicode61');
              CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -141,7 +150,7 @@ impl Index {
             )?;
         }
         db.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
-        Ok(Index { db })
+        Ok(Index { db, path })
     }
 
     /// Bring the index up to date with every session file under `roots`: new and grown files
@@ -207,9 +216,8 @@ impl Index {
             for file in files {
                 scan.files += 1;
                 seen.insert(file.clone());
-                let same = std::fs::symlink_metadata(&file).is_ok_and(|m| {
-                    unchanged.get(file.to_string_lossy().as_ref())
-                        == Some(&(m.len() as i64, m.mtime() * 1_000_000_000 + m.mtime_nsec()))
+                let same = stat_of(&reader, &file).is_some_and(|stat| {
+                    unchanged.get(file.to_string_lossy().as_ref()) == Some(&stat)
                 });
                 if same {
                     continue;
@@ -227,19 +235,23 @@ impl Index {
                     }
                 }
             }
-            // Files under this root that are gone.
+            // Files of this root that are gone: only those its walk could have found (a
+            // project directory, Aider's root, may hold other roots' files deeper down).
             let prefix = format!("{}/", root.path.display());
+            let kind = format!("{:?}", reader.kind);
             let known: Vec<String> = {
-                let mut stmt = self
-                    .db
-                    .prepare("SELECT path FROM files WHERE substr(path, 1, ?2) = ?1")?;
-                let rows = stmt.query_map(params![prefix, prefix.chars().count() as i64], |r| {
-                    r.get::<_, String>(0)
-                })?;
+                let mut stmt = self.db.prepare(
+                    "SELECT path FROM files WHERE substr(path, 1, ?2) = ?1 AND kind = ?3",
+                )?;
+                let rows = stmt
+                    .query_map(params![prefix, prefix.chars().count() as i64, kind], |r| {
+                        r.get::<_, String>(0)
+                    })?;
                 rows.collect::<Result<_, _>>()?
             };
             for path in known {
-                if !seen.contains(Path::new(&path)) {
+                let rel: Vec<&str> = path[prefix.len()..].split('/').collect();
+                if reader.is_session_file(&rel) && !seen.contains(Path::new(&path)) {
                     self.forget(&path)?;
                 }
             }
@@ -276,14 +288,43 @@ impl Index {
 
     /// Drop a file's messages, from the text index too.
     fn drop_messages(&self, path: &str) -> Result<(), IndexError> {
+        self.drop_messages_where("path = ?1", params![path])
+    }
+
+    /// Drop the messages of one session of a file that holds several.
+    fn drop_session_messages(&self, path: &str, key: &str) -> Result<(), IndexError> {
+        self.drop_messages_where("path = ?1 AND key = ?2", params![path, key])
+    }
+
+    /// Drop a file's messages from its message of harness id `mid` on (a rewind); every one
+    /// when no message has that id.
+    fn drop_messages_from(&self, path: &str, mid: &str) -> Result<(), IndexError> {
+        let first: Option<i64> = self.db.query_row(
+            "SELECT min(id) FROM msgs WHERE path = ?1 AND mid = ?2",
+            params![path, mid],
+            |r| r.get(0),
+        )?;
+        self.drop_messages_where(
+            "path = ?1 AND id >= ?2",
+            params![path, first.unwrap_or(i64::MIN)],
+        )
+    }
+
+    fn drop_messages_where(
+        &self,
+        condition: &str,
+        values: &[&dyn rusqlite::ToSql],
+    ) -> Result<(), IndexError> {
         self.db.execute(
-            "INSERT INTO fts(fts, rowid, text)
-                SELECT 'delete', id, text FROM msgs
-                WHERE path = ?1 AND id <= (SELECT value FROM meta WHERE key = 'fts_upto')",
-            params![path],
+            &format!(
+                "INSERT INTO fts(fts, rowid, text)
+                    SELECT 'delete', id, text FROM msgs
+                    WHERE {condition} AND id <= (SELECT value FROM meta WHERE key = 'fts_upto')"
+            ),
+            values,
         )?;
         self.db
-            .execute("DELETE FROM msgs WHERE path = ?1", params![path])?;
+            .execute(&format!("DELETE FROM msgs WHERE {condition}"), values)?;
         Ok(())
     }
 
@@ -291,6 +332,8 @@ impl Index {
         self.drop_messages(path)?;
         self.db
             .execute("DELETE FROM files WHERE path = ?1", params![path])?;
+        self.db
+            .execute("DELETE FROM subs WHERE path = ?1", params![path])?;
         Ok(())
     }
 
@@ -301,18 +344,16 @@ impl Index {
         reader: &Reader,
         path: &Path,
     ) -> Result<Option<u64>, IndexError> {
+        if reader.is_database() {
+            return self.update_database(harness, reader, path);
+        }
         let key = path.to_string_lossy().into_owned();
         let kind = format!("{:?}", reader.kind);
         let opened = open_regular(path);
         let (mut file, meta) = match opened {
             Ok(f) => f,
             Err(reason) => {
-                self.db.execute(
-                    "INSERT INTO files(path, harness, kind, size, mtime, offset, head, good, bad, info, error)
-                     VALUES (?1, ?2, ?3, 0, 0, 0, x'', 0, 0, '{}', ?4)
-                     ON CONFLICT(path) DO UPDATE SET error = ?4",
-                    params![key, harness, kind, reason],
-                )?;
+                self.unreadable_file(&key, harness, &kind, &reason)?;
                 return Ok(None);
             }
         };
@@ -344,7 +385,7 @@ impl Index {
                 },
             )
             .optional()?;
-        let (mut offset, mut good, mut bad, mut info, fresh) = match known {
+        let (offset, good, bad, info, fresh) = match known {
             Some((s, m, _, _, _, _, _, k)) if s == size as i64 && m == mtime && k == kind => {
                 return Ok(None);
             }
@@ -356,6 +397,11 @@ impl Index {
             }
             _ => (0, 0, 0, SessionInfo::default(), true),
         };
+        let (mut offset, mut good, mut bad, mut info, fresh) = if reader.rereads_whole() {
+            (0, 0, 0, SessionInfo::default(), true)
+        } else {
+            (offset, good, bad, info, fresh)
+        };
         // Inside the caller's transaction (no savepoint per file: FTS5 writes its pending terms
         // out as a new segment at each one, and merging those was most of a cold scan's time).
         let tx = &self.db;
@@ -366,8 +412,9 @@ impl Index {
             .map_err(|e| sql_io(path, e))?;
         let start = offset;
         {
-            let mut insert =
-                tx.prepare("INSERT INTO msgs(path, role, at, text) VALUES (?1, ?2, ?3, ?4)")?;
+            let mut insert = tx.prepare(
+                "INSERT INTO msgs(path, role, at, text, mid) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
             let mut lines = BufReader::with_capacity(256 * 1024, file.by_ref().take(size - offset));
             let mut line = Vec::new();
             loop {
@@ -380,7 +427,7 @@ impl Index {
                     }
                     Ok(Line::Whole(n)) => {
                         offset += n;
-                        if line.iter().all(u8::is_ascii_whitespace) {
+                        if line.iter().all(u8::is_ascii_whitespace) && !reader.rereads_whole() {
                             continue;
                         }
                         match reader.line(&mut info, &line) {
@@ -392,8 +439,17 @@ impl Index {
                                         key,
                                         m.role.as_str(),
                                         m.at,
-                                        text.as_ref()
+                                        text.as_ref(),
+                                        info.line_id
                                     ])?;
+                                }
+                                if let Some(to) = info.rewind_to.take() {
+                                    self.drop_messages_from(&key, &to)?;
+                                    info.messages = tx.query_row(
+                                        "SELECT count(*) FROM msgs WHERE path = ?1 AND role != 'tool'",
+                                        params![key],
+                                        |r| r.get::<_, i64>(0),
+                                    )? as u64;
                                 }
                             }
                             None => bad += 1,
@@ -401,6 +457,16 @@ impl Index {
                     }
                     Err(e) => return Err(sql_io(path, e)),
                 }
+            }
+            for m in reader.finish(&mut info) {
+                let text = volee_store::redact(&m.text);
+                insert.execute(params![
+                    key,
+                    m.role.as_str(),
+                    m.at,
+                    text.as_ref(),
+                    None::<String>
+                ])?;
             }
         }
         if let Some(dir) = path.parent() {
@@ -411,20 +477,15 @@ impl Index {
                 Some(bytes)
             });
         }
-        for text in [&mut info.title, &mut info.first_prompt]
-            .into_iter()
-            .flatten()
-        {
-            if let std::borrow::Cow::Owned(r) = volee_store::redact(text) {
-                *text = r;
-            }
+        if reader.dated_by_mtime() && info.started.is_some() {
+            let ms = mtime / 1_000_000;
+            info.last = Some(info.last.map_or(ms, |l| l.max(ms)));
         }
+        redact_info(&mut info);
         let error = if good == 0 && bad > 0 {
-            Some(format!(
-                "not a {harness} session file: {bad} line(s) are not JSON objects"
-            ))
+            Some(reader.bad_reason(harness, bad))
         } else if good > 0 && info.id.is_none() {
-            Some(format!("no {harness} session id in it"))
+            Some(reader.no_id_reason(harness))
         } else {
             // It goes on a resume command line: only a plain id, never a flag or anything else.
             info.id.as_deref().filter(|id| !is_session_id(id)).map(|id| {
@@ -457,36 +518,181 @@ impl Index {
         Ok(Some(offset - start))
     }
 
+    /// A file the index could not read: listed with the reason (its sessions are not).
+    fn unreadable_file(
+        &self,
+        key: &str,
+        harness: &str,
+        kind: &str,
+        reason: &str,
+    ) -> Result<(), IndexError> {
+        self.db.execute(
+            "INSERT INTO files(path, harness, kind, size, mtime, offset, head, good, bad, info, error)
+             VALUES (?1, ?2, ?3, 0, 0, 0, x'', 0, 0, '{}', ?4)
+             ON CONFLICT(path) DO UPDATE SET error = ?4",
+            params![key, harness, kind, reason],
+        )?;
+        Ok(())
+    }
+
+    /// Read what changed in a database that holds many sessions (OpenCode's): from a private
+    /// copy of it and its write-ahead log, only the sessions whose mark changed. Returns the
+    /// bytes copied, None when unchanged.
+    fn update_database(
+        &mut self,
+        harness: &str,
+        reader: &Reader,
+        path: &Path,
+    ) -> Result<Option<u64>, IndexError> {
+        let key = path.to_string_lossy().into_owned();
+        let kind = format!("{:?}", reader.kind);
+        let stat = match stat_database(path) {
+            Ok(stat) => stat,
+            Err(reason) => {
+                self.unreadable_file(&key, harness, &kind, &reason)?;
+                return Ok(None);
+            }
+        };
+        let known: Option<(i64, i64, String, Option<String>)> = self
+            .db
+            .query_row(
+                "SELECT size, mtime, kind, error FROM files WHERE path = ?1",
+                params![key],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()?;
+        if known.as_ref().is_some_and(|(size, mtime, k, error)| {
+            (*size, *mtime) == stat && *k == kind && error.is_none()
+        }) {
+            return Ok(None);
+        }
+        let read = match private_copy(&self.path, path) {
+            Ok(copy) => self.read_database(&key, &copy)?,
+            Err(reason) => Err(reason),
+        };
+        let (sessions, bad) = match read {
+            Ok(counts) => counts,
+            Err(reason) => {
+                let reason = format!("not an OpenCode database that could be read: {reason}");
+                self.unreadable_file(&key, harness, &kind, &reason)?;
+                return Ok(None);
+            }
+        };
+        self.db.execute(
+            "INSERT INTO files(path, harness, kind, size, mtime, offset, head, good, bad, info, error)
+             VALUES (?1, ?2, ?3, ?4, ?5, 0, x'', ?6, ?7, '{}', NULL)
+             ON CONFLICT(path) DO UPDATE SET harness = ?2, kind = ?3, size = ?4, mtime = ?5,
+                offset = 0, head = x'', good = ?6, bad = ?7, info = '{}', error = NULL",
+            params![key, harness, kind, stat.0, stat.1, sessions, bad],
+        )?;
+        Ok(Some(stat.0 as u64))
+    }
+
+    /// The sessions of a private copy of OpenCode's database whose mark changed since the last
+    /// read, into the index under `key`; sessions gone are dropped. Returns (sessions, sessions
+    /// left out for an id that is not a plain one), or why the copy could not be read.
+    fn read_database(
+        &self,
+        key: &str,
+        copy: &PrivateCopy,
+    ) -> Result<Result<(i64, i64), String>, IndexError> {
+        let source = match Connection::open_with_flags(
+            &copy.db,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        ) {
+            Ok(db) => db,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        let marks = match crate::opencode::marks(&source) {
+            Ok(marks) => marks,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        let known: HashMap<String, String> = {
+            let mut stmt = self
+                .db
+                .prepare("SELECT key, mark FROM subs WHERE path = ?1")?;
+            let rows = stmt.query_map(params![key], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        let mut bad = 0;
+        let mut present = HashSet::new();
+        let mut insert = self
+            .db
+            .prepare("INSERT INTO msgs(path, key, role, at, text) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+        for (id, mark) in marks {
+            // It goes on a resume command line: only a plain id.
+            if !is_session_id(&id) {
+                bad += 1;
+                continue;
+            }
+            present.insert(id.clone());
+            if known.get(&id) == Some(&mark) {
+                continue;
+            }
+            let (mut info, messages) = match crate::opencode::session(&source, &id) {
+                Ok(Some(session)) => session,
+                Ok(None) => continue,
+                Err(e) => return Ok(Err(e.to_string())),
+            };
+            self.drop_session_messages(key, &id)?;
+            for m in messages {
+                let text = volee_store::redact(&m.text);
+                insert.execute(params![key, id, m.role.as_str(), m.at, text.as_ref()])?;
+            }
+            redact_info(&mut info);
+            let info = serde_json::to_string(&info).unwrap_or_else(|_| "{}".into());
+            self.db.execute(
+                "INSERT INTO subs(path, key, mark, info) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(path, key) DO UPDATE SET mark = ?3, info = ?4",
+                params![key, id, mark, info],
+            )?;
+        }
+        for gone in known.keys().filter(|k| !present.contains(*k)) {
+            self.drop_session_messages(key, gone)?;
+            self.db.execute(
+                "DELETE FROM subs WHERE path = ?1 AND key = ?2",
+                params![key, gone],
+            )?;
+        }
+        Ok(Ok((present.len() as i64, bad)))
+    }
+
     /// Every readable session, newest first; a session kept in several files (Gemini starts a
     /// new file when a session is resumed, with the same id) once, as its newest file.
     pub fn sessions(&self) -> Result<Vec<SessionRow>, IndexError> {
         let mut seen = HashSet::new();
-        let mut rows = self.files()?;
+        let mut rows: Vec<SessionRow> = self.files()?.into_iter().map(|(_, r)| r).collect();
         rows.retain(|r| seen.insert((r.harness.clone(), r.id.clone())));
         Ok(rows)
     }
 
-    /// Every readable session file's session, newest first.
-    fn files(&self) -> Result<Vec<SessionRow>, IndexError> {
-        let mut stmt = self
-            .db
-            .prepare("SELECT path, harness, info FROM files WHERE error IS NULL")?;
+    /// Every readable session file's session (each session of a file that holds several),
+    /// newest first, with its key in the file (`""` for a file of one session).
+    fn files(&self) -> Result<Vec<(String, SessionRow)>, IndexError> {
+        let mut stmt = self.db.prepare(
+            "SELECT f.path, f.harness, '', f.info FROM files f
+                WHERE f.error IS NULL AND NOT EXISTS (SELECT 1 FROM subs s WHERE s.path = f.path)
+             UNION ALL
+             SELECT f.path, f.harness, s.key, s.info FROM files f JOIN subs s ON s.path = f.path
+                WHERE f.error IS NULL",
+        )?;
         let rows = stmt.query_map([], |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 r.get::<_, String>(1)?,
                 r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
             ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (path, harness, info) = row?;
+            let (path, harness, key, info) = row?;
             let info: SessionInfo = serde_json::from_str(&info).unwrap_or_default();
             if let Some(row) = session_row(harness, PathBuf::from(path), info) {
-                out.push(row);
+                out.push((key, row));
             }
         }
-        out.sort_by(|a, b| b.last_ms.cmp(&a.last_ms).then(a.id.cmp(&b.id)));
+        out.sort_by(|(_, a), (_, b)| b.last_ms.cmp(&a.last_ms).then(a.id.cmp(&b.id)));
         Ok(out)
     }
 
@@ -511,13 +717,13 @@ impl Index {
         let Some(query) = fts_query(query) else {
             return Ok(Vec::new());
         };
-        let sessions: HashMap<PathBuf, SessionRow> = self
+        let sessions: HashMap<(PathBuf, String), SessionRow> = self
             .files()?
             .into_iter()
-            .map(|s| (s.file.clone(), s))
+            .map(|(key, s)| ((s.file.clone(), key), s))
             .collect();
         let mut stmt = self.db.prepare(
-            "SELECT m.path, m.role, snippet(fts, 0, '[', ']', '…', 12)
+            "SELECT m.path, m.key, m.role, snippet(fts, 0, '[', ']', '…', 12)
              FROM fts JOIN msgs m ON m.id = fts.rowid
              WHERE fts MATCH ?1 ORDER BY bm25(fts) LIMIT ?2",
         )?;
@@ -526,14 +732,14 @@ impl Index {
                 r.get::<_, String>(0)?,
                 r.get::<_, String>(1)?,
                 r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
             ))
         })?;
         let mut out: Vec<Hit> = Vec::new();
         let mut taken = HashSet::new();
         for row in rows {
-            let (path, role, snippet) = row?;
-            let path = PathBuf::from(path);
-            let Some(session) = sessions.get(&path) else {
+            let (path, key, role, snippet) = row?;
+            let Some(session) = sessions.get(&(PathBuf::from(path), key)) else {
                 continue;
             };
             if out.len() >= limit || !taken.insert((session.harness.clone(), session.id.clone())) {
@@ -550,22 +756,139 @@ impl Index {
         Ok(out)
     }
 
-    /// The last `n` messages of the session in `file`, oldest first.
-    pub fn messages(&self, file: &Path, n: usize) -> Result<Vec<Message>, IndexError> {
-        let mut stmt = self
-            .db
-            .prepare("SELECT role, at, text FROM msgs WHERE path = ?1 ORDER BY id DESC LIMIT ?2")?;
-        let rows = stmt.query_map(params![file.to_string_lossy(), n as i64], |r| {
-            Ok(Message {
-                role: Role::parse(&r.get::<_, String>(0)?).unwrap_or(Role::Tool),
-                at: r.get(1)?,
-                text: r.get(2)?,
-            })
-        })?;
+    /// The last `n` messages of a session, oldest first.
+    pub fn messages(&self, session: &SessionRow, n: usize) -> Result<Vec<Message>, IndexError> {
+        // A file of one session keeps its messages under the key `""`; a file of several under
+        // each session's id.
+        let mut stmt = self.db.prepare(
+            "SELECT role, at, text FROM msgs WHERE path = ?1 AND key IN ('', ?2)
+             ORDER BY id DESC LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(
+            params![session.file.to_string_lossy(), session.id, n as i64],
+            |r| {
+                Ok(Message {
+                    role: Role::parse(&r.get::<_, String>(0)?).unwrap_or(Role::Tool),
+                    at: r.get(1)?,
+                    text: r.get(2)?,
+                })
+            },
+        )?;
         let mut out: Vec<Message> = rows.collect::<Result<_, _>>()?;
         out.reverse();
         Ok(out)
     }
+}
+
+/// The title and first prompt, redacted like the messages.
+fn redact_info(info: &mut SessionInfo) {
+    for text in [&mut info.title, &mut info.first_prompt]
+        .into_iter()
+        .flatten()
+    {
+        if let std::borrow::Cow::Owned(r) = volee_store::redact(text) {
+            *text = r;
+        }
+    }
+}
+
+/// A harness's database's write-ahead log.
+fn wal_of(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push("-wal");
+    PathBuf::from(name)
+}
+
+fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
+    meta.mtime() * 1_000_000_000 + meta.mtime_nsec()
+}
+
+/// What tells a changed session file from an unchanged one by a `stat`: its size and mtime —
+/// for a database, with its write-ahead log's (a write goes to the log first).
+fn stat_of(reader: &Reader, file: &Path) -> Option<(i64, i64)> {
+    let meta = std::fs::symlink_metadata(file).ok()?;
+    let (mut size, mut mtime) = (meta.len() as i64, mtime_ns(&meta));
+    if reader.is_database() {
+        if let Ok(wal) = std::fs::symlink_metadata(wal_of(file)) {
+            size += wal.len() as i64;
+            mtime = mtime.max(mtime_ns(&wal));
+        }
+    }
+    Some((size, mtime))
+}
+
+/// [`stat_of`] a database, checking it and its log as [`open_regular`] does.
+fn stat_database(db: &Path) -> Result<(i64, i64), String> {
+    let (_, meta) = open_regular(db)?;
+    let (mut size, mut mtime) = (meta.len() as i64, mtime_ns(&meta));
+    match open_regular(&wal_of(db)) {
+        Ok((_, wal)) => {
+            size += wal.len() as i64;
+            mtime = mtime.max(mtime_ns(&wal));
+        }
+        Err(_) if std::fs::symlink_metadata(wal_of(db)).is_err() => {}
+        Err(reason) => return Err(format!("its write-ahead log: {reason}")),
+    }
+    Ok((size, mtime))
+}
+
+/// A private copy (0600, beside the index) of a harness's database and its write-ahead log,
+/// removed when dropped. SQLite never opens the harness's own files: a reader of a WAL
+/// database writes its read marks into the `-shm` file, and may create `-wal` and `-shm`
+/// where there were none; and SQLite would follow a symbolic link where
+/// [`open_regular`] refuses one.
+struct PrivateCopy {
+    db: PathBuf,
+}
+
+impl Drop for PrivateCopy {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut name = self.db.as_os_str().to_owned();
+            name.push(suffix);
+            let _ = std::fs::remove_file(PathBuf::from(name));
+        }
+    }
+}
+
+fn private_copy(index: &Path, source: &Path) -> Result<PrivateCopy, String> {
+    static COPIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut name = index.as_os_str().to_owned();
+    name.push(format!(".read-{}-{n}", std::process::id()));
+    let copy = PrivateCopy {
+        db: PathBuf::from(name),
+    };
+    let copy_wal = wal_of(&copy.db);
+    let copy_one = |from: &Path, to: &Path| -> Result<(), String> {
+        let _ = std::fs::remove_file(to);
+        let (mut f, _) = open_regular(from)?;
+        let mut out = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+            .open(to)
+            .map_err(|e| format!("cannot make a private copy at {}: {e}", to.display()))?;
+        std::io::copy(&mut f, &mut out).map_err(|e| e.to_string())?;
+        Ok(())
+    };
+    // The harness may write while it is copied: copied again (up to three times) until the
+    // database and its log did not change meanwhile. SQLite's recovery of the copy takes only
+    // the log's whole transactions either way.
+    for _ in 0..3 {
+        let before = stat_database(source)?;
+        copy_one(source, &copy.db)?;
+        if std::fs::symlink_metadata(wal_of(source)).is_ok() {
+            copy_one(&wal_of(source), &copy_wal)?;
+        } else {
+            let _ = std::fs::remove_file(&copy_wal);
+        }
+        if stat_database(source)? == before {
+            break;
+        }
+    }
+    Ok(copy)
 }
 
 fn session_row(harness: String, file: PathBuf, info: SessionInfo) -> Option<SessionRow> {

@@ -4,13 +4,14 @@
 //! written; the index can be deleted at any time and is rebuilt.
 
 mod index;
+mod opencode;
 mod read;
 mod roots;
 mod time;
 
 pub use index::{Hit, Index, IndexError, Scan, SessionRow, Unreadable};
-pub use read::{Message, Reader, Role, SessionInfo, Usage};
-pub use roots::{roots, Root};
+pub use read::{aider_session_id, Message, Reader, Role, SessionInfo, Usage, AIDER_HISTORY};
+pub use roots::{project_roots, roots, Root};
 
 /// Tool output kept in the index per call (the rest is cut).
 pub const TOOL_OUTPUT_MAX: usize = 4096;

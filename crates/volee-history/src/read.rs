@@ -76,6 +76,18 @@ pub struct SessionInfo {
     /// the last response counted, so it is counted once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_response: Option<String>,
+    /// The harness's id of the message the last line wrote (Gemini): kept with the messages it
+    /// gave, so that a later rewind can drop them.
+    #[serde(skip)]
+    pub line_id: Option<String>,
+    /// The last line rewound the session: the message of this id and every later one are gone
+    /// (Gemini's `$rewindTo`; an id never seen drops them all).
+    #[serde(skip)]
+    pub rewind_to: Option<String>,
+    /// Aider: the message being gathered, line by line, until a line of another kind (or the
+    /// end of the file) ends it.
+    #[serde(skip)]
+    pub(crate) pending: Option<(Role, String)>,
 }
 
 /// A reader of one format.
@@ -108,6 +120,14 @@ impl Reader {
             HistoryKind::GeminiChats => {
                 rel.len() == 3 && rel[1] == "chats" && name.ends_with(".jsonl")
             }
+            // The one database of every session, in the data directory.
+            HistoryKind::OpencodeDb => rel.len() == 1 && *name == "opencode.db",
+            // In the project directory itself (the root is the project).
+            HistoryKind::AiderMarkdown => rel.len() == 1 && *name == AIDER_HISTORY,
+            // `<id>/transcript.jsonl`; `.new-…` and `.deleted-…` are the store's own work.
+            HistoryKind::VoleeStore => {
+                rel.len() == 2 && *name == "transcript.jsonl" && !rel[0].starts_with('.')
+            }
         }
     }
 
@@ -115,7 +135,53 @@ impl Reader {
     pub fn max_depth(&self) -> usize {
         match self.kind {
             HistoryKind::CodexRollout => 5,
+            HistoryKind::OpencodeDb | HistoryKind::AiderMarkdown => 1,
+            HistoryKind::VoleeStore => 2,
             _ => 3,
+        }
+    }
+
+    /// One database that holds many sessions (read by [`crate::opencode`]), not a file of lines.
+    pub fn is_database(&self) -> bool {
+        self.kind == HistoryKind::OpencodeDb
+    }
+
+    /// A file read whole each time it changes (Aider's: a message ends only when the next one
+    /// starts, so a read that stopped in the middle of one could not go on from there).
+    pub fn rereads_whole(&self) -> bool {
+        self.kind == HistoryKind::AiderMarkdown
+    }
+
+    /// The file's mtime is the session's last activity (Aider dates only the start of a chat).
+    pub fn dated_by_mtime(&self) -> bool {
+        self.kind == HistoryKind::AiderMarkdown
+    }
+
+    /// The end of a read: the message still being gathered (Aider's last one).
+    pub fn finish(&self, info: &mut SessionInfo) -> Vec<Message> {
+        let mut out = Vec::new();
+        flush(info, &mut out);
+        count(info, &out);
+        out
+    }
+
+    /// Why a file of `bad` lines and no good one is not a session file.
+    pub fn bad_reason(&self, harness: &str, bad: i64) -> String {
+        match self.kind {
+            HistoryKind::AiderMarkdown => {
+                format!("not an Aider chat history: {bad} line(s) are not text")
+            }
+            _ => format!("not a {harness} session file: {bad} line(s) are not JSON objects"),
+        }
+    }
+
+    /// Why a file that was read gave no session id.
+    pub fn no_id_reason(&self, harness: &str) -> String {
+        match self.kind {
+            HistoryKind::AiderMarkdown => {
+                "not an Aider chat history: no `# aider chat started at` line".to_owned()
+            }
+            _ => format!("no {harness} session id in it"),
         }
     }
 
@@ -123,28 +189,33 @@ impl Reader {
     /// that is not a JSON object returns None (counted by the caller; a file of nothing else is
     /// unreadable).
     pub fn line(&self, info: &mut SessionInfo, line: &[u8]) -> Option<Vec<Message>> {
+        info.line_id = None;
+        info.rewind_to = None;
+        let mut out = Vec::new();
+        if self.kind == HistoryKind::AiderMarkdown {
+            // Markdown, not JSON: a line with a NUL byte is not text.
+            if line.contains(&0) {
+                return None;
+            }
+            aider(info, &String::from_utf8_lossy(line), &mut out);
+            count(info, &out);
+            return Some(out);
+        }
         let v: Value = serde_json::from_slice(line).ok()?;
         if !v.is_object() {
             return None;
         }
-        let mut out = Vec::new();
         match self.kind {
-            HistoryKind::None => {}
+            HistoryKind::None | HistoryKind::OpencodeDb | HistoryKind::AiderMarkdown => {}
             HistoryKind::ClaudeJsonl => claude(info, &v, &mut out),
             HistoryKind::CodexRollout => codex(info, &v, &mut out),
             HistoryKind::QwenJsonl => qwen(info, &v, &mut out),
             HistoryKind::CopilotEvents => copilot(info, &v, &mut out),
             HistoryKind::GrokChat => grok(info, &v, &mut out),
             HistoryKind::GeminiChats => gemini(info, &v, &mut out),
+            HistoryKind::VoleeStore => volee(info, &v, &mut out),
         }
-        for m in &out {
-            if m.role != Role::Tool {
-                info.messages += 1;
-            }
-            if m.role == Role::User && info.first_prompt.is_none() {
-                info.first_prompt = Some(first_line(&m.text));
-            }
-        }
+        count(info, &out);
         Some(out)
     }
 
@@ -156,6 +227,39 @@ impl Reader {
         dir: &std::path::Path,
         read: impl Fn(&std::path::Path) -> Option<Vec<u8>>,
     ) {
+        if self.kind == HistoryKind::AiderMarkdown {
+            // No session id in the file: the project is the session (`aider
+            // --restore-chat-history` in it), so its id is made from the project's path.
+            if info.started.is_some() {
+                let project = dir.to_string_lossy().into_owned();
+                info.id = Some(aider_session_id(dir));
+                info.project = Some(project);
+            }
+            return;
+        }
+        if self.kind == HistoryKind::VoleeStore {
+            if let Some(meta) = read(&dir.join("meta.json"))
+                .and_then(|b| serde_json::from_slice::<volee_store::SessionMeta>(&b).ok())
+            {
+                info.id = Some(meta.id);
+                set(&mut info.title, Some(meta.title).filter(|t| !t.is_empty()));
+                info.project = Some(meta.project_root.to_string_lossy().into_owned());
+                set(&mut info.model, Some(meta.model).filter(|m| !m.is_empty()));
+                for ms in [meta.created_at_ms, meta.updated_at_ms] {
+                    let ms = i64::try_from(ms).unwrap_or(0);
+                    if ms > 0 {
+                        info.started = Some(info.started.map_or(ms, |s| s.min(ms)));
+                        info.last = Some(info.last.map_or(ms, |l| l.max(ms)));
+                    }
+                }
+                info.usage = Some(Usage {
+                    input: meta.usage.prompt_tokens,
+                    output: meta.usage.completion_tokens,
+                    ..Usage::default()
+                });
+            }
+            return;
+        }
         if self.kind == HistoryKind::GeminiChats {
             // `<project>/.project_root` beside `chats/` names the project's directory.
             if let Some(root) = dir.parent().and_then(|p| read(&p.join(".project_root"))) {
@@ -196,6 +300,32 @@ impl Reader {
     }
 }
 
+/// Aider's chat history, in the project's git root.
+pub const AIDER_HISTORY: &str = ".aider.chat.history.md";
+
+/// The id volee gives an Aider project's chat history (Aider has none): `aider-` and 16 hex
+/// digits of a digest of the project's path — plain (it passes the resume line's check), the
+/// same on every scan, different per project.
+pub fn aider_session_id(project: &std::path::Path) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in project.as_os_str().as_encoded_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("aider-{h:016x}")
+}
+
+fn count(info: &mut SessionInfo, out: &[Message]) {
+    for m in out {
+        if m.role != Role::Tool {
+            info.messages += 1;
+        }
+        if m.role == Role::User && info.first_prompt.is_none() {
+            info.first_prompt = Some(first_line(&m.text));
+        }
+    }
+}
+
 fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or(0)
 }
@@ -227,12 +357,12 @@ fn stamp(info: &mut SessionInfo, at: Option<&str>) -> Option<i64> {
     Some(ms)
 }
 
-fn first_line(text: &str) -> String {
+pub(crate) fn first_line(text: &str) -> String {
     let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     line.chars().take(200).collect()
 }
 
-fn cut(text: &str) -> String {
+pub(crate) fn cut(text: &str) -> String {
     if text.len() <= TOOL_OUTPUT_MAX {
         return text.to_owned();
     }
@@ -559,6 +689,13 @@ fn grok(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
 /// written again with the same id replaces it: counted once, its tool calls taken from the
 /// rewrite), `{"$set":{…}}` updates (the session's opening context; `lastUpdated`).
 fn gemini(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
+    if let Some(to) = v.get("$rewindTo").and_then(Value::as_str) {
+        // `/rewind`: that message and every later one are gone (gemini-cli's
+        // chatRecordingService drops them when it loads the file).
+        info.rewind_to = Some(to.to_owned());
+        info.last_response = None;
+        return;
+    }
     if let Some(set) = v.get("$set") {
         stamp(info, set["lastUpdated"].as_str());
         return;
@@ -572,6 +709,7 @@ fn gemini(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
     let at = stamp(info, v["timestamp"].as_str());
     let id = str_at(v, &["id"]);
     let again = id.is_some() && id == info.last_response;
+    info.line_id.clone_from(&id);
     info.last_response = id;
     let text = content_text(&v["content"]);
     match v["type"].as_str().unwrap_or("") {
@@ -617,4 +755,129 @@ fn gemini(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
         }
         _ => {}
     }
+}
+
+/// volee's own store: `transcript.jsonl` lines `{"seq","at_ms","item":{"kind":"message",
+/// "message":{"role","content","tool_calls","tool_name"}}}` (the store's own types); id, title,
+/// project, model, times and usage come from `meta.json` ([`Reader::sidecars`]).
+fn volee(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
+    let Ok(line) = serde_json::from_value::<volee_store::TranscriptLine>(v.clone()) else {
+        return;
+    };
+    let at = i64::try_from(line.at_ms).ok().filter(|ms| *ms > 0);
+    if let Some(ms) = at {
+        info.started = Some(info.started.map_or(ms, |s| s.min(ms)));
+        info.last = Some(info.last.map_or(ms, |l| l.max(ms)));
+    }
+    let volee_store::TranscriptItem::Message { message } = line.item else {
+        return;
+    };
+    match message.role {
+        volee_store::Role::System => {}
+        volee_store::Role::User => push(out, Role::User, message.content, at),
+        volee_store::Role::Assistant => {
+            push(out, Role::Assistant, message.content, at);
+            for call in &message.tool_calls {
+                push(
+                    out,
+                    Role::Tool,
+                    tool_call(&call.function.name, &call.function.arguments),
+                    at,
+                );
+            }
+        }
+        volee_store::Role::Tool => push(out, Role::Tool, message.content, at),
+    }
+}
+
+/// Aider's `.aider.chat.history.md`, the way Aider reads it back itself
+/// (`aider/utils.py` `split_chat_history_markdown`, 0.86.2): `# aider chat started at
+/// YYYY-MM-DD HH:MM:SS` (local time) starts a chat; other `# ` lines are skipped; `#### ` lines
+/// are the user's (a prompt of several lines is several such lines); `> ` lines are output
+/// (Aider's own: the banner, `Model: …`, `Tokens: …`, a command's output); every other line is
+/// the assistant's. A message ends when a line of another kind comes.
+fn aider(info: &mut SessionInfo, line: &str, out: &mut Vec<Message>) {
+    if let Some(at) = line.strip_prefix("# aider chat started at ") {
+        flush(info, out);
+        if let Some(ms) = local_ms(at.trim()) {
+            info.started = Some(info.started.map_or(ms, |s| s.min(ms)));
+            info.last = Some(info.last.map_or(ms, |l| l.max(ms)));
+        }
+        return;
+    }
+    if line.starts_with("# ") {
+        return;
+    }
+    let (role, text) = if let Some(text) = line.strip_prefix("> ") {
+        if let Some(model) = text
+            .strip_prefix("Model: ")
+            .or_else(|| text.strip_prefix("Main model: "))
+        {
+            let model = model.split(" with ").next().unwrap_or(model).trim();
+            set(
+                &mut info.model,
+                Some(model.to_owned()).filter(|m| !m.is_empty()),
+            );
+        }
+        if let Some(tokens) = text.strip_prefix("Tokens: ") {
+            aider_tokens(info, tokens);
+        }
+        (Role::Tool, text)
+    } else if let Some(text) = line.strip_prefix("#### ") {
+        (Role::User, text)
+    } else {
+        (Role::Assistant, line)
+    };
+    if info.pending.as_ref().is_some_and(|(r, _)| *r != role) {
+        flush(info, out);
+    }
+    let (_, gathered) = info.pending.get_or_insert_with(|| (role, String::new()));
+    if !gathered.is_empty() {
+        gathered.push('\n');
+    }
+    // A user line ends in Markdown's two-space line break.
+    gathered.push_str(text.trim_end_matches([' ', '\r']));
+}
+
+fn flush(info: &mut SessionInfo, out: &mut Vec<Message>) {
+    if let Some((role, text)) = info.pending.take() {
+        let text = text.trim();
+        if !(role == Role::User && text == "<blank>") {
+            push(out, role, text.to_owned(), None);
+        }
+    }
+}
+
+/// `Tokens: 2.4k sent, 1.2k cache hit, 16 received. Cost: …`: Aider rounds to hundreds above a
+/// thousand, so these are its own figures, not exact counts.
+fn aider_tokens(info: &mut SessionInfo, text: &str) {
+    let text = text.split(". Cost").next().unwrap_or(text);
+    let total = info.usage.get_or_insert_with(Usage::default);
+    for part in text.split(',') {
+        let mut words = part.split_whitespace();
+        let (Some(n), Some(what)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let n = match n.strip_suffix('k') {
+            Some(k) => k.parse::<f64>().map(|k| (k * 1000.0).round() as u64),
+            None => n.parse::<f64>().map(|n| n.round() as u64),
+        };
+        let Ok(n) = n else { continue };
+        match (what, words.next()) {
+            ("sent", _) => total.input += n,
+            ("received", _) | ("received.", _) => total.output += n,
+            ("cache", Some("hit")) => total.cache_read += n,
+            ("cache", Some("write")) => total.cache_write += n,
+            _ => {}
+        }
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS` in this machine's time zone (Aider writes `datetime.now()`), as epoch
+/// milliseconds.
+fn local_ms(text: &str) -> Option<i64> {
+    use chrono::TimeZone;
+    let naive = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S").ok()?;
+    let local = chrono::Local.from_local_datetime(&naive).earliest()?;
+    Some(local.timestamp_millis())
 }

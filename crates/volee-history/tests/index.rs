@@ -1,14 +1,16 @@
 //! The index over real session files: each fixture under `fixtures/home` was written by the real
 //! harness program, driven by its conformance test against volee's scripted model server
 //! (Claude Code 2.1.332, Codex CLI 0.171.0, Gemini CLI 0.61.0, Qwen Code 0.24.4, Copilot CLI
-//! 1.0.102, Grok Build 1.0.41).
+//! 1.0.102, Grok Build 1.0.41, OpenCode 1.18.33 — its database as it was after the test, with
+//! its write-ahead log and shared memory —, Aider 0.86.2 — `work/.aider.chat.history.md`, the
+//! project directory of an agent). volee's own store is written by the store's own writer.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use volee_history::{roots, Index, Role};
+use volee_history::{aider_session_id, project_roots, roots, Index, Role};
 
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
@@ -44,10 +46,30 @@ fn world() -> World {
     }
 }
 
+/// The last `n` messages of the session with this id.
+fn messages_of(index: &Index, id: &str, n: usize) -> Vec<volee_history::Message> {
+    let sessions = index.sessions().unwrap();
+    let session = sessions
+        .iter()
+        .find(|s| s.id == id)
+        .unwrap_or_else(|| panic!("no session {id} in {sessions:#?}"));
+    index.messages(session, n).unwrap()
+}
+
+const QWEN: &str = "b4ddfa0f-3b45-4338-a4d3-10c6f22f94ef";
+const OPENCODE: &str = "ses_dbf48a668ffeH9NzUebsYz5AID";
+
 impl World {
+    /// The roots under HOME, and the project directory `work` an agent ran in (Aider's).
     fn roots(&self) -> Vec<volee_history::Root> {
         let home = self.home.display().to_string();
-        roots(|k| (k == "HOME").then(|| home.clone()))
+        let mut all = roots(|k| (k == "HOME").then(|| home.clone()));
+        let work = vec![(self.home.join("work"), "cwd of agent a1".to_owned())];
+        all.extend(project_roots(&work, &all));
+        all
+    }
+    fn opencode_dir(&self) -> PathBuf {
+        self.home.join(".local/share/opencode")
     }
     fn index(&self) -> Index {
         Index::open(&self.db).unwrap()
@@ -59,7 +81,7 @@ fn every_real_session_file_is_listed_with_its_metadata() {
     let w = world();
     let mut index = w.index();
     let scan = index.scan(&w.roots()).unwrap();
-    assert_eq!(scan.files, 6, "{scan:?}");
+    assert_eq!(scan.files, 8, "{scan:?}");
     assert!(scan.unreadable.is_empty(), "{scan:?}");
     let sessions = index.sessions().unwrap();
     let by = |h: &str| {
@@ -144,6 +166,81 @@ fn every_real_session_file_is_listed_with_its_metadata() {
     );
     assert_eq!(grok.usage.unwrap().input, 28548);
 
+    let opencode = by("opencode");
+    assert_eq!(opencode.id, OPENCODE);
+    assert_eq!(
+        opencode.project.as_deref(),
+        Some("/tmp/volee-test-bYF0Jp/work")
+    );
+    assert_eq!(opencode.title.as_deref(), Some("volee test"));
+    assert_eq!(
+        opencode.first_prompt.as_deref(),
+        Some("Run the touch command to create the marker file.")
+    );
+    assert_eq!(opencode.model.as_deref(), Some("volee-test-model"));
+    // Two prompts (the second after the resume) and two answers with text; the tool call and
+    // its output are messages of the tool.
+    assert_eq!(opencode.messages, 4, "{opencode:#?}");
+    let usage = opencode.usage.unwrap();
+    assert_eq!((usage.input, usage.output), (24396, 24));
+    assert_eq!(
+        opencode.started.as_deref(),
+        Some("2026-12-04T11:01:27.575Z")
+    );
+    assert_eq!(opencode.last.as_deref(), Some("2026-12-04T11:01:49.518Z"));
+    let roles: Vec<Role> = messages_of(&index, OPENCODE, 10)
+        .iter()
+        .map(|m| m.role)
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            Role::User,
+            Role::Tool,
+            Role::Tool,
+            Role::Assistant,
+            Role::User,
+            Role::Assistant
+        ]
+    );
+
+    let aider = by("aider");
+    let work = w.home.join("work").canonicalize().unwrap();
+    assert_eq!(aider.id, aider_session_id(&work));
+    assert!(aider.id.starts_with("aider-"), "{aider:#?}");
+    assert_eq!(aider.project.as_deref(), work.to_str());
+    assert_eq!(
+        aider.first_prompt.as_deref(),
+        Some("Create the conformance marker file with touch.")
+    );
+    assert_eq!(aider.model.as_deref(), Some("openai/volee-test-model"));
+    // `Tokens: 2.5k sent, 33 received.` — Aider's own rounding.
+    let usage = aider.usage.unwrap();
+    assert_eq!((usage.input, usage.output), (2500, 33));
+    // The prompt, the answer, `/exit`.
+    assert_eq!(aider.messages, 3, "{aider:#?}");
+    let texts: Vec<(Role, String)> = messages_of(&index, &aider.id, 10)
+        .into_iter()
+        .map(|m| (m.role, m.text))
+        .collect();
+    assert_eq!(texts[0].0, Role::Tool);
+    assert!(texts[0].1.contains("Aider v0.86.2"), "{texts:#?}");
+    assert_eq!(
+        texts[1],
+        (
+            Role::User,
+            "Create the conformance marker file with touch.".to_owned()
+        )
+    );
+    assert_eq!(texts[2].0, Role::Assistant);
+    assert!(texts[2].1.starts_with("I will create the marker file."));
+    assert!(texts[2].1.contains("touch /tmp/volee-test-WeTfhr/work"));
+    assert_eq!(texts[3].0, Role::Tool);
+    assert!(texts[3].1.contains("Run shell command?"), "{texts:#?}");
+    assert_eq!(texts[4], (Role::User, "/exit".to_owned()));
+    // Started at the chat's local time; last at the file's mtime (the copy's, here).
+    assert!(aider.started.is_some() && aider.last >= aider.started);
+
     // Newest first.
     let lasts: Vec<&str> = sessions.iter().filter_map(|s| s.last.as_deref()).collect();
     let mut sorted = lasts.clone();
@@ -158,7 +255,7 @@ fn search_finds_words_of_prompts_answers_and_tool_calls_with_a_snippet() {
     index.scan(&w.roots()).unwrap();
     let hits = index.search("marker file", 10).unwrap();
     let harnesses: Vec<&str> = hits.iter().map(|h| h.session.harness.as_str()).collect();
-    for h in ["claude", "codex", "copilot"] {
+    for h in ["claude", "codex", "copilot", "opencode", "aider"] {
         assert!(harnesses.contains(&h), "{h} not in {hits:#?}");
     }
     assert!(
@@ -186,7 +283,7 @@ fn a_grown_file_is_read_from_where_the_last_read_stopped_and_a_rewritten_one_aga
         .unwrap()
         .unwrap()
         .path();
-    let before = index.messages(&file, 100).unwrap().len();
+    let before = messages_of(&index, QWEN, 100).len();
     // Nothing changed: nothing read.
     let again = index.scan(&w.roots()).unwrap();
     assert_eq!(again.read, 0, "{again:?}");
@@ -206,7 +303,7 @@ fn a_grown_file_is_read_from_where_the_last_read_stopped_and_a_rewritten_one_aga
     f.write_all(b"\n").unwrap();
     let grown = index.scan(&w.roots()).unwrap();
     assert_eq!(grown.bytes, line.len() as u64 + 1, "{grown:?}");
-    assert_eq!(index.messages(&file, 100).unwrap().len(), before + 1);
+    assert_eq!(messages_of(&index, QWEN, 100).len(), before + 1);
     assert_eq!(index.search("zebra", 5).unwrap().len(), 1);
     let qwen = index
         .sessions()
@@ -219,7 +316,7 @@ fn a_grown_file_is_read_from_where_the_last_read_stopped_and_a_rewritten_one_aga
     // Rewritten shorter: read again from the start, the old messages gone.
     std::fs::write(&file, format!("{line}\n")).unwrap();
     index.scan(&w.roots()).unwrap();
-    assert_eq!(index.messages(&file, 100).unwrap().len(), 1);
+    assert_eq!(messages_of(&index, QWEN, 100).len(), 1);
     assert_eq!(
         index
             .search("volee-conformance-touched", 10)
@@ -318,7 +415,7 @@ fn bad_files_are_listed_unreadable_with_the_reason_and_nothing_hangs() {
     }
     std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let sessions = index.sessions().unwrap();
-    assert_eq!(sessions.len(), 6, "{sessions:#?}");
+    assert_eq!(sessions.len(), 8, "{sessions:#?}");
     assert!(sessions.iter().any(|s| s.harness == "codex"));
 }
 
@@ -332,7 +429,7 @@ fn a_corrupt_index_is_rebuilt_and_a_symlinked_one_refused() {
     .unwrap();
     let mut index = w.index();
     index.scan(&w.roots()).unwrap();
-    assert_eq!(index.sessions().unwrap().len(), 6);
+    assert_eq!(index.sessions().unwrap().len(), 8);
     // The database and its write-ahead log and shared memory: 0600 like the store's files.
     for suffix in ["", "-wal", "-shm"] {
         let path = PathBuf::from(format!("{}{suffix}", w.db.display()));
@@ -363,9 +460,7 @@ fn secrets_are_redacted_before_they_reach_the_index() {
     .unwrap();
     let mut index = w.index();
     index.scan(&w.roots()).unwrap();
-    let text: Vec<String> = index
-        .messages(&file, 10)
-        .unwrap()
+    let text: Vec<String> = messages_of(&index, "s1", 10)
         .into_iter()
         .map(|m| m.text)
         .collect();
@@ -423,4 +518,467 @@ fn a_session_kept_in_two_files_is_one_session() {
         1,
         "{hits:#?}"
     );
+}
+
+/// Gemini's `/rewind` writes `{"$rewindTo": ID}`: that message and every later one are gone
+/// from the session (gemini-cli's chatRecordingService drops them when it loads the file), in
+/// the same read or a later one; an id never seen drops them all.
+#[test]
+fn a_gemini_rewind_drops_the_rewound_messages() {
+    let w = world();
+    let chats = w.home.join(".gemini/tmp/work/chats");
+    let file = std::fs::read_dir(&chats)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    const GEMINI: &str = "25db2aef-e8a2-40fb-b8b6-ae9a248b1099";
+    let mut index = w.index();
+    index.scan(&w.roots()).unwrap();
+    let before = messages_of(&index, GEMINI, 100);
+    let count = |index: &Index| {
+        index
+            .sessions()
+            .unwrap()
+            .into_iter()
+            .find(|s| s.id == GEMINI)
+            .unwrap()
+            .messages
+    };
+    let counted = count(&index);
+    let append = |lines: &[&str]| {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap();
+        for l in lines {
+            writeln!(f, "{l}").unwrap();
+        }
+    };
+    append(&[
+        r#"{"id":"r1","timestamp":"2026-12-04T09:30:00.000Z","type":"user","content":[{"text":"ask about the zebra"}]}"#,
+        r#"{"id":"r2","timestamp":"2026-12-04T09:30:01.000Z","type":"gemini","content":"the zebra answer","model":"gemini-3.1-pro-preview"}"#,
+    ]);
+    index.scan(&w.roots()).unwrap();
+    assert_eq!(index.search("zebra", 5).unwrap().len(), 1);
+    assert_eq!(count(&index), counted + 2);
+    // Rewound in a later read: both gone (r1 and everything after it).
+    append(&[r#"{"$rewindTo":"r1"}"#]);
+    index.scan(&w.roots()).unwrap();
+    assert!(index.search("zebra", 5).unwrap().is_empty());
+    assert_eq!(messages_of(&index, GEMINI, 100), before);
+    assert_eq!(count(&index), counted);
+    // In the same read: the answer rewound, the prompt kept, a new answer after it.
+    append(&[
+        r#"{"id":"r3","timestamp":"2026-12-04T09:31:00.000Z","type":"user","content":[{"text":"ask about the okapi"}]}"#,
+        r#"{"id":"r4","timestamp":"2026-12-04T09:31:01.000Z","type":"gemini","content":"a wrong okapi answer"}"#,
+        r#"{"$rewindTo":"r4"}"#,
+        r#"{"id":"r5","timestamp":"2026-12-04T09:31:02.000Z","type":"gemini","content":"the right okapi answer"}"#,
+    ]);
+    index.scan(&w.roots()).unwrap();
+    let texts: Vec<String> = messages_of(&index, GEMINI, 2)
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(texts, ["ask about the okapi", "the right okapi answer"]);
+    assert!(index.search("wrong", 5).unwrap().is_empty());
+    assert_eq!(count(&index), counted + 2);
+    // An id never seen: every message is gone (as Gemini CLI loads it).
+    append(&[r#"{"$rewindTo":"nowhere"}"#]);
+    index.scan(&w.roots()).unwrap();
+    assert!(messages_of(&index, GEMINI, 100).is_empty());
+    assert_eq!(count(&index), 0);
+    // Read again from nothing (a new index), the same.
+    let mut fresh = Index::open(&w.db.with_file_name("fresh.db")).unwrap();
+    fresh.scan(&w.roots()).unwrap();
+    assert!(messages_of(&fresh, GEMINI, 100).is_empty());
+}
+
+/// volee's own agent's store, written by the store's own writer (the code `volee agent` runs):
+/// listed with the fields of `volee agent --list-sessions`, searched, read incrementally.
+#[test]
+fn volees_own_store_is_read_with_its_metadata_and_incrementally() {
+    use volee_store::{Message as StoreMessage, NewSession, Store, ToolCall, ToolFunction};
+    let w = world();
+    let store = Store::new(w.home.join(".local/share/volee/sessions"));
+    let mut writer = store
+        .create(NewSession {
+            title: "giraffe feeder".into(),
+            project_root: PathBuf::from("/tmp/zoo"),
+            model: "qwen3:8b".into(),
+        })
+        .unwrap();
+    let id = writer.id().to_owned();
+    writer
+        .push_message(StoreMessage::user("build the giraffe feeder"))
+        .unwrap();
+    let call = ToolCall {
+        id: Some("call_1".into()),
+        function: ToolFunction {
+            index: None,
+            name: "shell".into(),
+            arguments: serde_json::json!({"cmd": "ls feeders"}),
+        },
+    };
+    let mut answer = StoreMessage::assistant("I will look first.");
+    answer.tool_calls.push(call.clone());
+    writer.push_message(answer).unwrap();
+    writer
+        .push_message(StoreMessage::tool_result(&call, "north.txt south.txt"))
+        .unwrap();
+    writer.checkpoint().unwrap();
+    drop(writer);
+
+    let mut index = w.index();
+    let scan = index.scan(&w.roots()).unwrap();
+    assert!(scan.unreadable.is_empty(), "{scan:#?}");
+    let sessions = index.sessions().unwrap();
+    let s = sessions.iter().find(|s| s.harness == "volee").unwrap();
+    let listed = &store.list(false).unwrap()[0];
+    let meta = listed.meta.as_ref().unwrap();
+    assert_eq!(s.id, id);
+    assert_eq!(s.id, listed.id);
+    assert_eq!(s.title.as_deref(), Some(meta.title.as_str()));
+    assert_eq!(s.project.as_deref(), Some("/tmp/zoo"));
+    assert_eq!(s.model.as_deref(), Some("qwen3:8b"));
+    assert_eq!(s.first_prompt.as_deref(), Some("build the giraffe feeder"));
+    assert_eq!(s.messages, 2, "{s:#?}");
+    let hits = index.search("giraffe", 5).unwrap();
+    assert_eq!(hits.len(), 1, "{hits:#?}");
+    assert_eq!(hits[0].session.harness, "volee");
+    // The tool call's input and its output are indexed.
+    let roles: Vec<Role> = messages_of(&index, &id, 10)
+        .iter()
+        .map(|m| m.role)
+        .collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Tool]);
+    assert_eq!(index.search("south", 5).unwrap().len(), 1);
+
+    // Resumed later: only what was appended is read.
+    let mut writer = store.open_writer(&id).unwrap();
+    writer
+        .push_message(StoreMessage::user("now paint it orange"))
+        .unwrap();
+    writer.checkpoint().unwrap();
+    drop(writer);
+    let again = index.scan(&w.roots()).unwrap();
+    assert_eq!(again.read, 1, "{again:#?}");
+    let transcript = w
+        .home
+        .join(".local/share/volee/sessions")
+        .join(&id)
+        .join("transcript.jsonl");
+    assert!(again.bytes < std::fs::metadata(&transcript).unwrap().len());
+    assert_eq!(index.search("orange", 5).unwrap().len(), 1);
+    let s = index
+        .sessions()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.id == id)
+        .unwrap();
+    assert_eq!(s.messages, 3);
+}
+
+/// Every file under a directory with its bytes (what "untouched" is compared by).
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out: Vec<(String, Vec<u8>, u32)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let meta = std::fs::symlink_metadata(e.path()).unwrap();
+            let bytes = if meta.is_file() {
+                std::fs::read(e.path()).unwrap()
+            } else {
+                Vec::new()
+            };
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                bytes,
+                meta.mode(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// OpenCode's directory is byte for byte what it was after a read: its database, write-ahead
+/// log and shared memory (SQLite writes read marks into `-shm` and may create `-wal`/`-shm`:
+/// volee reads a private copy), and none appear where there were none.
+#[test]
+fn opencodes_directory_is_left_byte_for_byte_untouched() {
+    let w = world();
+    let dir = w.opencode_dir();
+    let before = snapshot(&dir);
+    assert_eq!(before.len(), 3, "the fixture has its -wal and -shm");
+    let mut index = w.index();
+    index.scan(&w.roots()).unwrap();
+    assert_eq!(snapshot(&dir), before);
+    // A database without its log (OpenCode not running, checkpointed): nothing is created.
+    std::fs::remove_file(dir.join("opencode.db-wal")).unwrap();
+    std::fs::remove_file(dir.join("opencode.db-shm")).unwrap();
+    let before = snapshot(&dir);
+    let scan = index.scan(&w.roots()).unwrap();
+    assert!(scan.unreadable.is_empty(), "{scan:#?}");
+    assert_eq!(snapshot(&dir), before);
+    // No private copy is left beside the index.
+    let left: Vec<String> = std::fs::read_dir(w.db.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".read-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// A writer of OpenCode's database (OpenCode itself, played by the test on its copy): a
+/// session that changed is read again, one that did not is not, a new one is listed, a deleted
+/// one forgotten.
+#[test]
+fn opencodes_database_is_read_again_only_for_sessions_that_changed() {
+    let w = world();
+    let mut index = w.index();
+    index.scan(&w.roots()).unwrap();
+    let again = index.scan(&w.roots()).unwrap();
+    assert_eq!(again.read, 0, "{again:#?}");
+    let db = rusqlite::Connection::open(w.opencode_dir().join("opencode.db")).unwrap();
+    // A new session with a prompt, the way OpenCode writes one.
+    db.execute_batch(
+        r#"INSERT INTO session(id, project_id, slug, directory, title, version, time_created, time_updated)
+             VALUES ('ses_zebra1', 'global', 'zebra', '/srv/zoo', 'Zebra stripes', '1.18.33', 1796390000000, 1796390005000);
+           INSERT INTO message(id, session_id, time_created, time_updated, data)
+             VALUES ('msg_z1', 'ses_zebra1', 1796390000000, 1796390000000, '{"role":"user","time":{"created":1796390000000}}');
+           INSERT INTO part(id, message_id, session_id, time_created, time_updated, data)
+             VALUES ('prt_z1', 'msg_z1', 'ses_zebra1', 1796390000001, 1796390000001, '{"type":"text","text":"count the zebra stripes"}');"#,
+    )
+    .unwrap();
+    let scan = index.scan(&w.roots()).unwrap();
+    assert_eq!(scan.read, 1, "{scan:#?}");
+    let hits = index.search("zebra", 5).unwrap();
+    assert_eq!(hits.len(), 1, "{hits:#?}");
+    assert_eq!(hits[0].session.id, "ses_zebra1");
+    assert_eq!(hits[0].session.project.as_deref(), Some("/srv/zoo"));
+    assert_eq!(hits[0].session.title.as_deref(), Some("Zebra stripes"));
+    // The other session's messages were not read again: same rows.
+    let ids_before = messages_of(&index, OPENCODE, 100);
+    // A part added to the new session: its messages are read again, once each.
+    db.execute_batch(
+        r#"INSERT INTO message(id, session_id, time_created, time_updated, data)
+             VALUES ('msg_z2', 'ses_zebra1', 1796390001000, 1796390001000, '{"role":"assistant","modelID":"m1","tokens":{"input":5,"output":7,"cache":{"read":0,"write":0}}}');
+           INSERT INTO part(id, message_id, session_id, time_created, time_updated, data)
+             VALUES ('prt_z2', 'msg_z2', 'ses_zebra1', 1796390001001, 1796390001001, '{"type":"text","text":"there are forty stripes"}');"#,
+    )
+    .unwrap();
+    index.scan(&w.roots()).unwrap();
+    let texts: Vec<String> = messages_of(&index, "ses_zebra1", 10)
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(
+        texts,
+        ["count the zebra stripes", "there are forty stripes"]
+    );
+    assert_eq!(messages_of(&index, OPENCODE, 100), ids_before);
+    let zebra = index
+        .sessions()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.id == "ses_zebra1")
+        .unwrap();
+    assert_eq!(zebra.messages, 2);
+    assert_eq!(zebra.model.as_deref(), Some("m1"));
+    assert_eq!(zebra.usage.map(|u| (u.input, u.output)), Some((5, 7)));
+    // A subagent's session (parent_id set) is not a session of its own; a session whose id
+    // could pass for a flag is left out.
+    db.execute_batch(
+        r#"INSERT INTO session(id, project_id, parent_id, slug, directory, title, version, time_created, time_updated)
+             VALUES ('ses_child', 'global', 'ses_zebra1', 'c', '/srv/zoo', 'child', '1.18.33', 1, 2);
+           INSERT INTO session(id, project_id, slug, directory, title, version, time_created, time_updated)
+             VALUES ('--help', 'global', 'h', '/srv/zoo', 'flag', '1.18.33', 1, 2);"#,
+    )
+    .unwrap();
+    index.scan(&w.roots()).unwrap();
+    let ids: Vec<String> = index
+        .sessions()
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.harness == "opencode")
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    // Deleted: forgotten, its text too.
+    db.execute_batch(
+        "DELETE FROM part WHERE session_id = 'ses_zebra1';
+         DELETE FROM message WHERE session_id = 'ses_zebra1';
+         DELETE FROM session WHERE id = 'ses_zebra1';",
+    )
+    .unwrap();
+    index.scan(&w.roots()).unwrap();
+    assert!(index.search("zebra", 5).unwrap().is_empty());
+    assert!(index
+        .sessions()
+        .unwrap()
+        .iter()
+        .all(|s| s.id != "ses_zebra1"));
+    assert!(index.sessions().unwrap().iter().any(|s| s.id == OPENCODE));
+}
+
+/// A file named `opencode.db` that is not OpenCode's database: listed unreadable with the
+/// reason, the rest read.
+#[test]
+fn a_bad_opencode_database_is_listed_unreadable() {
+    let reason = |setup: &dyn Fn(&Path)| {
+        let w = world();
+        let dir = w.opencode_dir();
+        for f in ["opencode.db", "opencode.db-wal", "opencode.db-shm"] {
+            std::fs::remove_file(dir.join(f)).unwrap();
+        }
+        setup(&dir);
+        let mut index = w.index();
+        let scan = index.scan(&w.roots()).unwrap();
+        assert_eq!(index.sessions().unwrap().len(), 7, "the others are read");
+        scan.unreadable
+            .iter()
+            .find(|u| u.harness == "opencode")
+            .map(|u| u.reason.clone())
+            .unwrap_or_else(|| panic!("not listed: {scan:#?}"))
+    };
+    // Corrupt: text where the database should be.
+    let r = reason(&|dir| std::fs::write(dir.join("opencode.db"), vec![b'x'; 8192]).unwrap());
+    assert!(r.contains("not a database"), "{r}");
+    // A database of another schema.
+    let r = reason(&|dir| {
+        let db = rusqlite::Connection::open(dir.join("opencode.db")).unwrap();
+        db.execute_batch(
+            "CREATE TABLE notes(id TEXT, body TEXT); INSERT INTO notes VALUES ('a', 'b');",
+        )
+        .unwrap();
+    });
+    assert!(r.contains("no such table: session"), "{r}");
+    // A symbolic link where the database should be, and one where its log should be.
+    let r =
+        reason(&|dir| std::os::unix::fs::symlink("/etc/passwd", dir.join("opencode.db")).unwrap());
+    assert!(r.contains("symbolic link"), "{r}");
+    let r = reason(&|dir| {
+        rusqlite::Connection::open(dir.join("opencode.db"))
+            .unwrap()
+            .execute_batch("CREATE TABLE session(id TEXT)")
+            .unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("opencode.db-wal")).unwrap()
+    });
+    assert!(
+        r.contains("write-ahead log") && r.contains("symbolic link"),
+        "{r}"
+    );
+    // Another user's database (root can make one: the suite runs as root in CI).
+    if nix::unistd::getuid().is_root() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/home/.local/share/opencode/opencode.db");
+        let r = reason(&|dir| {
+            std::fs::copy(&fixture, dir.join("opencode.db")).unwrap();
+            nix::unistd::chown(
+                &dir.join("opencode.db"),
+                Some(nix::unistd::Uid::from_raw(65534)),
+                None,
+            )
+            .unwrap();
+        });
+        assert!(r.contains("owned by another user"), "{r}");
+    }
+}
+
+/// Aider appends to its chat history: the file is read whole again when it changed (a message
+/// ends only when the next one starts), a line being written waits, a new chat is the same
+/// session (the project's).
+#[test]
+fn aiders_history_is_read_again_when_it_grows() {
+    let w = world();
+    let file = w.home.join("work/.aider.chat.history.md");
+    let mut index = w.index();
+    index.scan(&w.roots()).unwrap();
+    let id = aider_session_id(&w.home.join("work").canonicalize().unwrap());
+    let before = messages_of(&index, &id, 100).len();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    f.write_all(b"\n# aider chat started at 2026-12-04 12:00:00\n\n#### paint the zebra")
+        .unwrap();
+    index.scan(&w.roots()).unwrap();
+    // The prompt's line has no newline yet: not read.
+    assert!(index.search("zebra", 5).unwrap().is_empty());
+    f.write_all(b"  \n#### in stripes  \n\nStriped it.\n")
+        .unwrap();
+    index.scan(&w.roots()).unwrap();
+    let hits = index.search("zebra", 5).unwrap();
+    assert_eq!(hits.len(), 1, "{hits:#?}");
+    assert_eq!(hits[0].session.id, id);
+    let messages = messages_of(&index, &id, 100);
+    assert_eq!(messages.len(), before + 2, "{messages:#?}");
+    assert_eq!(messages[before].text, "paint the zebra\nin stripes");
+    assert_eq!(messages[before + 1].text, "Striped it.");
+    let aider = index
+        .sessions()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.id == id)
+        .unwrap();
+    assert_eq!(aider.messages, 5);
+}
+
+/// Files named like Aider's history that are not one: listed unreadable with the reason.
+#[test]
+fn a_bad_aider_history_is_listed_unreadable() {
+    let w = world();
+    let roots = |dirs: &[&str]| {
+        let mut all = w.roots();
+        let dirs: Vec<(PathBuf, String)> = dirs
+            .iter()
+            .map(|d| (w.home.join(d), format!("cwd of {d}")))
+            .collect();
+        all.extend(project_roots(&dirs, &all));
+        all
+    };
+    for (dir, content) in [
+        ("plain", &b"# Notes\n\nsome text\n"[..]),
+        ("binary", &[0u8, 1, 2, 10, 0, 255, 10][..]),
+    ] {
+        std::fs::create_dir_all(w.home.join(dir)).unwrap();
+        std::fs::write(w.home.join(dir).join(".aider.chat.history.md"), content).unwrap();
+    }
+    std::fs::create_dir_all(w.home.join("linked")).unwrap();
+    std::os::unix::fs::symlink(
+        w.home.join("work/.aider.chat.history.md"),
+        w.home.join("linked/.aider.chat.history.md"),
+    )
+    .unwrap();
+    let mut index = w.index();
+    let scan = index.scan(&roots(&["plain", "binary", "linked"])).unwrap();
+    let reason = |name: &str| {
+        scan.unreadable
+            .iter()
+            .find(|u| u.path.parent().is_some_and(|p| p.ends_with(name)))
+            .map(|u| u.reason.clone())
+            .unwrap_or_else(|| panic!("{name} not listed: {scan:#?}"))
+    };
+    assert!(
+        reason("plain").contains("no `# aider chat started at`"),
+        "{scan:#?}"
+    );
+    assert!(reason("binary").contains("not text"), "{scan:#?}");
+    assert!(reason("linked").contains("symbolic link"), "{scan:#?}");
+    assert_eq!(
+        index
+            .sessions()
+            .unwrap()
+            .iter()
+            .filter(|s| s.harness == "aider")
+            .count(),
+        1
+    );
+    // A project directory that holds other roots deeper down forgets none of their files.
+    let home_as_project = roots(&[""]);
+    index.scan(&home_as_project).unwrap();
+    assert_eq!(index.sessions().unwrap().len(), 8);
 }
