@@ -10,7 +10,9 @@
 //! 3. `volee ls --json` round trip: socket request in-process, and the whole command.
 //!
 //! `cargo bench -p volee-cli --bench tmux_daemon` (env: BELLS=100, PROMPTS=100, BUSY_SECS=20,
-//! AGENTS=50, IDLE_SECS=60, DISCOVERY=3s to include the periodic /proc scan).
+//! AGENTS=50, IDLE_SECS=60, DISCOVERY=3s to include the periodic /proc scan, HISTORY=N to give
+//! the daemon's past-sessions thread harness directories to watch: the real fixtures and N
+//! Claude transcripts).
 //! Prints a markdown table for docs/benchmarks.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -40,6 +42,36 @@ fn paths(env: &TestEnv) -> Paths {
         |k| (k == "VOLEE_HOME").then(|| home.display().to_string()),
         nix::unistd::getuid().as_raw(),
     )
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn plant_history(home: &std::path::Path, copies: usize) {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../volee-history/tests/fixtures/home");
+    copy_tree(&fixtures, home);
+    let claude =
+        fixtures.join(".claude/projects/-tmp-work/d4a8abe5-742d-4002-a1ab-379c1b005cb4.jsonl");
+    for n in 0..copies {
+        let dir = home.join(format!(".claude/projects/-bench-{}", n % 20));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(
+            &claude,
+            dir.join(format!("{n:08}-0000-4000-8000-000000000000.jsonl")),
+        )
+        .unwrap();
+    }
 }
 
 fn proc_stat_field(pid: i32, index: usize) -> u64 {
@@ -108,6 +140,12 @@ fn main() {
             format!("discovery_interval = \"{interval}\"\n"),
         )
         .unwrap();
+    }
+    // HISTORY=N: harness session directories under HOME (the real fixtures, and N copies of the
+    // Claude transcript over 20 projects), so the daemon's index thread watches them while idle.
+    let history = env_num("HISTORY", 0) as usize;
+    if history > 0 {
+        plant_history(&env.home(), history);
     }
     env.start_tmux();
     env.ok(["tmux-init"]);

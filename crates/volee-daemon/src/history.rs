@@ -158,7 +158,6 @@ impl Worker {
         for root in self.all_roots() {
             self.due.insert(root.path, start);
         }
-        let mut index: Option<Index> = None;
         loop {
             self.watch_new(watcher.as_mut());
             let timeout = self
@@ -219,14 +218,16 @@ impl Worker {
                 self.due.remove(path);
                 self.busy_since.remove(path);
             }
-            if index.is_none() {
-                index = Index::open(&self.index_path)
-                    .map_err(|e| tracing::warn!("past sessions' index: {e}"))
-                    .ok();
-            }
-            let Some(ix) = index.as_mut() else { continue };
+            // Opened for each read and closed after: SQLite's caches are not kept in an idle
+            // daemon.
+            let Some(mut index) = Index::open(&self.index_path)
+                .map_err(|e| tracing::warn!("past sessions' index: {e}"))
+                .ok()
+            else {
+                continue;
+            };
             let t = Instant::now();
-            match ix.scan(&roots) {
+            match index.scan(&roots) {
                 Ok(scan) => tracing::debug!(
                     "past sessions: {} file(s) read of {} under {} root(s) in {:?}",
                     scan.read,
