@@ -80,6 +80,8 @@ impl Row {
 
 struct App {
     rows: Vec<Row>,
+    /// The indexed sessions of live agents (a discovered agent's earlier turns).
+    joined: Vec<SessionRow>,
     /// Indices of `rows` the filter keeps.
     shown: Vec<usize>,
     filter: String,
@@ -182,16 +184,18 @@ fn live_agents() -> CliResult<Vec<AgentView>> {
         .collect())
 }
 
-/// Live agents, then the past sessions that are not live now (a live one shows as its agent).
-fn rows_of(agents: Vec<AgentView>, past: Vec<SessionRow>) -> Vec<Row> {
-    let live_sessions: Vec<String> = agents.iter().filter_map(|a| a.session_id.clone()).collect();
+/// Live agents, then the past sessions that are not live now (a live one shows as its agent);
+/// and the indexed sessions of the live agents (their earlier turns join their preview).
+fn rows_of(agents: Vec<AgentView>, past: Vec<SessionRow>) -> (Vec<Row>, Vec<SessionRow>) {
+    let is_live = |s: &SessionRow| {
+        agents
+            .iter()
+            .any(|a| a.session_id.as_deref() == Some(s.id.as_str()) && a.harness == s.harness)
+    };
+    let (joined, past): (Vec<SessionRow>, Vec<SessionRow>) = past.into_iter().partition(is_live);
     let mut rows: Vec<Row> = agents.into_iter().map(|a| Row::Live(Box::new(a))).collect();
-    rows.extend(
-        past.into_iter()
-            .filter(|s| !live_sessions.contains(&s.id))
-            .map(|s| Row::Past(Box::new(s))),
-    );
-    rows
+    rows.extend(past.into_iter().map(|s| Row::Past(Box::new(s))));
+    (rows, joined)
 }
 
 fn browse(args: &BrowseArgs, socket: &Path) -> CliResult {
@@ -206,9 +210,11 @@ fn browse(args: &BrowseArgs, socket: &Path) -> CliResult {
     std::thread::spawn(move || {
         let _ = scanned_tx.send(crate::sessions_cmd::scan_into_index(&roots));
     });
+    let (rows, joined) = rows_of(agents, past);
     let mut app = App {
         shown: Vec::new(),
-        rows: rows_of(agents, past),
+        rows,
+        joined,
         filter: String::new(),
         searching: None,
         searched: false,
@@ -278,7 +284,7 @@ fn reload(app: &mut App, index: &Index) {
         .selected()
         .and_then(|i| app.shown.get(i))
         .map(|&i| app.rows[i].key());
-    app.rows = rows_of(agents, past);
+    (app.rows, app.joined) = rows_of(agents, past);
     refilter(app);
     if let Some(key) = selected {
         if let Some(pos) = app.shown.iter().position(|&i| app.rows[i].key() == key) {
@@ -488,13 +494,39 @@ fn draw(f: &mut ratatui::Frame, app: &mut App, index: &Index) {
     let inner = block.inner(parts[1]);
     f.render_widget(block, parts[1]);
     match selected.map(|i| &app.rows[i]) {
-        Some(Row::Live(a)) => f.render_widget(
-            LivePreview {
+        Some(Row::Live(a)) => {
+            let joined = a.session_id.as_deref().and_then(|sid| {
+                app.joined
+                    .iter()
+                    .find(|s| s.id == sid && s.harness == a.harness)
+            });
+            let screen = LivePreview {
                 agent: a,
                 color: app.color,
-            },
-            inner,
-        ),
+            };
+            match joined {
+                // No pane to read (found in a plain terminal): its turns are what there is.
+                Some(s) if matches!(a.host, Host::Tty { .. } | Host::None) => {
+                    f.render_widget(past_preview(s, index, inner.width), inner);
+                }
+                Some(s) => {
+                    let [top, bottom] =
+                        Layout::vertical([Constraint::Percentage(60), Constraint::Percentage(40)])
+                            .areas(inner);
+                    f.render_widget(screen, top);
+                    let block = Block::default()
+                        .borders(Borders::TOP)
+                        .title(" earlier turns ");
+                    let below = block.inner(bottom);
+                    f.render_widget(block, bottom);
+                    f.render_widget(
+                        Paragraph::new(message_lines(s, index)).wrap(Wrap { trim: false }),
+                        below,
+                    );
+                }
+                None => f.render_widget(screen, inner),
+            }
+        }
         Some(Row::Past(s)) => {
             f.render_widget(past_preview(s, index, inner.width), inner);
         }
@@ -576,14 +608,18 @@ fn past_preview<'a>(s: &SessionRow, index: &Index, width: u16) -> Paragraph<'a> 
         Line::from(format!("last: {}", s.last.as_deref().unwrap_or("-"))),
         Line::from(""),
     ];
-    for m in index.messages(s, 12).unwrap_or_default() {
-        lines.push(Line::from(format!(
-            "{}: {}",
-            m.role.as_str(),
-            plain_text(&m.text, 600)
-        )));
-    }
+    lines.extend(message_lines(s, index));
     Paragraph::new(lines).wrap(Wrap { trim: false })
+}
+
+/// A session's last messages, as text.
+fn message_lines(s: &SessionRow, index: &Index) -> Vec<Line<'static>> {
+    index
+        .messages(s, 12)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| Line::from(format!("{}: {}", m.role.as_str(), plain_text(&m.text, 600))))
+        .collect()
 }
 
 /// A live agent's screen: a tmux pane's `capture-pane -e` drawn cell by cell through a `vt100`
@@ -712,9 +748,20 @@ mod tests {
     fn frame(width: u16, height: u16, rows: Vec<Row>) -> Vec<String> {
         let dir = tempfile::tempdir().unwrap();
         let index = Index::open(&dir.path().join("sessions.db")).unwrap();
+        frame_with(width, height, rows, Vec::new(), &index)
+    }
+
+    fn frame_with(
+        width: u16,
+        height: u16,
+        rows: Vec<Row>,
+        joined: Vec<SessionRow>,
+        index: &Index,
+    ) -> Vec<String> {
         let mut app = App {
             shown: Vec::new(),
             rows,
+            joined,
             filter: String::new(),
             searching: None,
             searched: false,
@@ -726,7 +773,7 @@ mod tests {
         };
         refilter(&mut app);
         let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
-        terminal.draw(|f| draw(f, &mut app, &index)).unwrap();
+        terminal.draw(|f| draw(f, &mut app, index)).unwrap();
         let buf = terminal.backend().buffer().clone();
         (0..height)
             .map(|y| {
@@ -794,5 +841,64 @@ mod tests {
         assert!(!all.contains('\u{1b}') && !all.contains('\u{7}'), "{all:?}");
         assert!(all.contains("red"), "{all}");
         assert!(all.contains("#[fg=red]"), "drawn literally: {all}");
+    }
+
+    /// Discovery joins the history: an agent found by the /proc scan in a plain terminal (no
+    /// pane to read) whose session is indexed shows that session's turns, and the session is
+    /// listed once, as the agent.
+    #[test]
+    fn a_discovered_agent_shows_its_indexed_turns() {
+        const SESSION: &str = "d4a8abe5-742d-4002-a1ab-379c1b005cb4";
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let projects = home.join(".claude/projects/-tmp-work");
+        std::fs::create_dir_all(&projects).unwrap();
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+                "../volee-history/tests/fixtures/home/.claude/projects/-tmp-work/{SESSION}.jsonl"
+            )),
+            projects.join(format!("{SESSION}.jsonl")),
+        )
+        .unwrap();
+        let mut index = Index::open(&dir.path().join("sessions.db")).unwrap();
+        let h = home.display().to_string();
+        index
+            .scan(&volee_history::roots(|k| (k == "HOME").then(|| h.clone())))
+            .unwrap();
+        let agent = AgentView {
+            id: "k3f9".into(),
+            name: "found".into(),
+            harness: "claude".into(),
+            harness_version: None,
+            profile_fit: volee_protocol::ProfileFit::Measured,
+            origin: volee_protocol::Origin::Discovered,
+            state: volee_protocol::AgentState::Working,
+            state_source: volee_protocol::StateSource::Process,
+            state_since: "2026-12-04T10:00:00Z".into(),
+            evidence: "process".into(),
+            exit_status: None,
+            pid: Some(1),
+            cwd: "/tmp/work".into(),
+            session_id: Some(SESSION.into()),
+            host: Host::Tty {
+                tty: "/dev/pts/9".into(),
+            },
+            title: None,
+            command: vec!["claude".into()],
+            created_at: "2026-12-04T10:00:00Z".into(),
+            ended_at: None,
+            last_output: None,
+            worktree: None,
+        };
+        let (rows, joined) = rows_of(vec![agent], index.sessions().unwrap());
+        assert_eq!(rows.len(), 1, "the session is listed as its agent only");
+        assert_eq!(joined.len(), 1);
+        let lines = frame_with(120, 30, rows, joined, &index);
+        let all = lines.join("\n");
+        assert!(all.contains("found"), "{all}");
+        assert!(
+            all.contains("user: Run the touch command to create the marker file."),
+            "{all}"
+        );
     }
 }
