@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use volee_core::Registry;
-use volee_history::{roots, Index, Root};
+use volee_history::{project_roots, roots, Index, Reader, Root};
 
 use crate::paths::Paths;
 
@@ -26,6 +26,9 @@ const SETTLE: Duration = Duration::from_secs(2);
 const FIRST_LOOK: Duration = Duration::from_secs(3);
 /// While the machine is busy, reading waits, at most this long.
 const MOST_DEFERRED: Duration = Duration::from_secs(300);
+/// A database a harness rewrites as it works (OpenCode's) is copied to be read: read after a
+/// longer pause.
+const DATABASE_SETTLE: Duration = Duration::from_secs(30);
 /// How often a deferred read looks at the load again.
 const BUSY_RETRY: Duration = Duration::from_secs(15);
 
@@ -34,10 +37,12 @@ const BUSY_RETRY: Duration = Duration::from_secs(15);
 const SECOND_LOOK: Duration = Duration::from_secs(10);
 
 enum Cmd {
-    /// A live agent's process: its environment may name other roots.
+    /// A live agent: its process's environment may name other roots, its working directory
+    /// may hold a project's history (Aider's).
     Agent {
-        pid: u32,
+        pid: Option<u32>,
         id: String,
+        cwd: String,
     },
     /// Something under a watched directory changed.
     Changed(PathBuf),
@@ -55,8 +60,8 @@ struct Remembered {
 /// The daemon's side: hands agents' processes to the thread, answers which roots are known.
 pub struct History {
     tx: mpsc::Sender<Cmd>,
-    /// Processes already handed over.
-    seen: HashSet<u32>,
+    /// Agents (with their process, once known) already handed over.
+    seen: HashSet<(String, Option<u32>)>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -97,11 +102,11 @@ impl History {
     /// lookup per agent).
     pub fn sync(&mut self, registry: &Registry) {
         for agent in registry.iter().filter(|a| !a.is_ended()) {
-            let Some(pid) = agent.pid else { continue };
-            if self.seen.insert(pid) {
+            if self.seen.insert((agent.id.clone(), agent.pid)) {
                 let _ = self.tx.send(Cmd::Agent {
-                    pid,
+                    pid: agent.pid,
                     id: agent.id.clone(),
+                    cwd: agent.cwd.clone(),
                 });
             }
         }
@@ -171,13 +176,17 @@ impl Worker {
                 Ok(Cmd::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                 Ok(Cmd::Changed(path)) => {
                     if let Some(root) = self.root_under(&path) {
-                        self.due.insert(root, Instant::now() + SETTLE);
+                        let settle = if root.1 { DATABASE_SETTLE } else { SETTLE };
+                        self.due.insert(root.0, Instant::now() + settle);
                     }
                 }
-                Ok(Cmd::Agent { pid, id }) => {
-                    self.agent(pid, &id);
-                    self.second_looks
-                        .push((pid, id, Instant::now() + SECOND_LOOK));
+                Ok(Cmd::Agent { pid, id, cwd }) => {
+                    self.project(&cwd, &id);
+                    if let Some(pid) = pid {
+                        self.agent(pid, &id);
+                        self.second_looks
+                            .push((pid, id, Instant::now() + SECOND_LOOK));
+                    }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
@@ -250,13 +259,16 @@ impl Worker {
         self.roots.clone()
     }
 
-    /// The known root `path` lies under (the deepest one).
-    fn root_under(&self, path: &Path) -> Option<PathBuf> {
+    /// The known root `path` lies under (the deepest one), and whether it is a database.
+    fn root_under(&self, path: &Path) -> Option<(PathBuf, bool)> {
         self.all_roots()
             .into_iter()
             .filter(|r| path.starts_with(&r.path))
             .max_by_key(|r| r.path.components().count())
-            .map(|r| r.path)
+            .map(|r| {
+                let database = Reader::new(r.kind).is_some_and(|r| r.is_database());
+                (r.path, database)
+            })
     }
 
     /// Watch the roots that exist and are not watched yet (a harness creates its directory on
@@ -268,7 +280,14 @@ impl Worker {
             if self.watched.contains(&root.path) || !is_own_dir(&root.path) {
                 continue;
             }
-            match watcher.watch(&root.path, notify::RecursiveMode::Recursive) {
+            // Files one level down (a database, a project's history file): that directory
+            // only, not what lies below it (OpenCode's snapshots, a project's sources).
+            let mode = if Reader::new(root.kind).map_or(1, |r| r.max_depth()) <= 1 {
+                notify::RecursiveMode::NonRecursive
+            } else {
+                notify::RecursiveMode::Recursive
+            };
+            match watcher.watch(&root.path, mode) {
                 Ok(()) => {
                     self.watched.insert(root.path.clone());
                     // Written before the watch began: read it.
@@ -285,18 +304,36 @@ impl Worker {
     fn agent(&mut self, pid: u32, id: &str) {
         let Some(env) = own_environ(pid) else { return };
         let get = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
-        let mut added = false;
-        for root in roots(get) {
-            if self.roots.iter().any(|r| r.path == root.path) {
-                continue;
-            }
-            self.roots.push(Root {
+        let new: Vec<Root> = roots(get)
+            .into_iter()
+            .filter(|root| !self.roots.iter().any(|r| r.path == root.path))
+            .map(|root| Root {
                 from: format!("{} of agent {id}", root.from),
                 ..root
-            });
-            added = true;
+            })
+            .collect();
+        self.keep(new);
+    }
+
+    /// A live agent's working directory: the history a harness keeps in the project (Aider's).
+    fn project(&mut self, cwd: &str, id: &str) {
+        if cwd.is_empty() {
+            return;
         }
-        if added {
+        let new = project_roots(
+            &[(PathBuf::from(cwd), format!("cwd of agent {id}"))],
+            &self.roots,
+        );
+        self.keep(new);
+    }
+
+    /// Add roots, and remember those that came from agents.
+    fn keep(&mut self, new: Vec<Root>) {
+        if new.is_empty() {
+            return;
+        }
+        self.roots.extend(new);
+        {
             let remembered: Vec<Remembered> = self
                 .all_roots()
                 .iter()
