@@ -3,7 +3,8 @@
 //! file (alone, and as part of a whole rescan), searches, and the listing.
 //!
 //! `cargo bench -p volee-history --bench index` (env: CORPUS_MB=1024, SESSIONS=10000,
-//! SEARCHES=200). The corpus is written to a temporary directory and removed after.
+//! SEARCHES=200). The corpus is written to a temporary directory and removed after, or to
+//! CORPUS_DIR and kept (with its index at CORPUS_DIR/volee/state/sessions.db).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -188,8 +189,11 @@ fn main() {
     let corpus_mb = env_num("CORPUS_MB", 1024);
     let sessions = env_num("SESSIONS", 10_000);
     let searches = env_num("SEARCHES", 200);
+    // CORPUS_DIR: write the corpus there and keep it, with its index where volee looks for it
+    // under VOLEE_HOME=CORPUS_DIR/volee (the browser's first frame is measured over it).
     let tmp = tempfile::tempdir().unwrap();
-    let base = tmp.path().to_path_buf();
+    let kept = std::env::var_os("CORPUS_DIR").map(PathBuf::from);
+    let base = kept.clone().unwrap_or_else(|| tmp.path().to_path_buf());
     let home = base.join(format!("home-{corpus_mb}mb-{sessions}"));
     let harnesses = ["claude", "codex", "qwen", "copilot", "grok"];
     let per = corpus_mb * 1024 * 1024 / sessions.max(1);
@@ -213,7 +217,18 @@ fn main() {
     );
     let h = home.display().to_string();
     let roots: Vec<Root> = roots(|k| (k == "HOME").then(|| h.clone()));
-    let db = base.join("sessions.db");
+    let db = match &kept {
+        Some(dir) => {
+            let state = dir.join("volee/state");
+            std::fs::create_dir_all(&state).unwrap();
+            for d in [dir.join("volee"), state.clone()] {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+            }
+            state.join("sessions.db")
+        }
+        None => base.join("sessions.db"),
+    };
     let _ = std::fs::remove_file(&db);
 
     // Cold index (the page cache warm: the corpus was just written or read).
