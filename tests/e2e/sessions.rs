@@ -410,6 +410,20 @@ fn the_daemon_indexes_what_is_written_under_an_ended_agents_home() {
         || env.log_tail(),
     );
 
+    // Asked by a command, the daemon reads what changed and says what it could not read: a
+    // FIFO named like a transcript (nothing hangs on it).
+    let fifo = config.join("projects/-tmp-work/0000fifo-0000-4000-8000-000000000000.jsonl");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let listing: Value = serde_json::from_str(&env.ok(["sessions", "--json"])).unwrap();
+    let unreadable = listing["unreadable"].as_array().unwrap();
+    assert!(
+        unreadable
+            .iter()
+            .any(|u| u["path"] == fifo.display().to_string()
+                && u["reason"].as_str().is_some_and(|r| !r.is_empty())),
+        "{listing}"
+    );
+
     // A new daemon still knows the root: listed, with the agent it came from.
     env.ok(["daemon", "stop"]);
     let listing: Value = serde_json::from_str(&env.ok(["sessions", "--json"])).unwrap();

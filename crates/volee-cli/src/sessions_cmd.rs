@@ -127,10 +127,43 @@ pub fn run(args: SessionsArgs) -> CliResult {
 /// The index, brought up to date with every root under this environment.
 pub(crate) fn open_scanned() -> CliResult<(Index, Vec<Root>, Scan)> {
     let (mut index, roots) = open_index()?;
-    let scan = index
-        .scan(&roots)
-        .map_err(|e| CliError::internal(e.to_string()))?;
+    let scan = match daemon_indexes(&roots) {
+        Some(scan) => scan,
+        None => index
+            .scan(&roots)
+            .map_err(|e| CliError::internal(e.to_string()))?,
+    };
     Ok((index, roots, scan))
+}
+
+/// Ask a running daemon to bring the index up to date over `roots`: it watches the harnesses'
+/// directories, so it reads only what changed (and the roots it does not watch) — no `stat` of
+/// every file. None when no daemon runs (or one from before this request): the caller scans.
+fn daemon_indexes(roots: &[Root]) -> Option<Scan> {
+    let paths = Paths::from_process_env();
+    let mut client = volee_daemon::Client::connect(&paths).ok()?;
+    let asked = roots
+        .iter()
+        .map(|r| volee_protocol::SessionRoot {
+            harness: r.harness.clone(),
+            path: r.path.display().to_string(),
+            from: r.from.clone(),
+        })
+        .collect();
+    match client.request(&volee_protocol::Request::IndexSessions { roots: asked }) {
+        Ok(volee_protocol::Response::SessionsIndexed { unreadable }) => Some(Scan {
+            unreadable: unreadable
+                .into_iter()
+                .map(|u| Unreadable {
+                    harness: u.harness,
+                    path: PathBuf::from(u.path),
+                    reason: u.reason,
+                })
+                .collect(),
+            ..Scan::default()
+        }),
+        _ => None,
+    }
 }
 
 /// The index as it is, and the roots it is to cover (the browser draws first, then scans).
@@ -149,6 +182,9 @@ pub(crate) fn open_index() -> CliResult<(Index, Vec<Root>)> {
 /// Bring the index at its usual place up to date over `roots` (a second connection: the browser
 /// scans on a thread while it shows what the index had).
 pub(crate) fn scan_into_index(roots: &[Root]) -> Result<Scan, String> {
+    if let Some(scan) = daemon_indexes(roots) {
+        return Ok(scan);
+    }
     let paths = Paths::from_process_env();
     let mut index = Index::open(&paths.state_dir.join("sessions.db")).map_err(|e| e.to_string())?;
     index.scan(roots).map_err(|e| e.to_string())

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use volee_core::Registry;
 use volee_history::{project_roots, roots, Index, Reader, Root};
+use volee_protocol::{Response, SessionRoot, UnreadableFile};
 
 use crate::paths::Paths;
 
@@ -46,6 +47,11 @@ enum Cmd {
     },
     /// Something under a watched directory changed.
     Changed(PathBuf),
+    /// A command reads the index now: bring these roots up to date first, then answer.
+    IndexNow {
+        roots: Vec<Root>,
+        reply: tokio::sync::oneshot::Sender<Response>,
+    },
     Stop,
 }
 
@@ -57,6 +63,10 @@ struct Remembered {
     from: String,
 }
 
+/// How the thread tells the actor that the newest past sessions changed (the zellij plugins list
+/// them): called on the thread, so it only sends a message.
+pub type OnSessions = Box<dyn Fn(Vec<volee_protocol::zellij::PastSession>) + Send>;
+
 /// The daemon's side: hands agents' processes to the thread, answers which roots are known.
 pub struct History {
     tx: mpsc::Sender<Cmd>,
@@ -66,8 +76,9 @@ pub struct History {
 }
 
 impl History {
-    /// Start the thread; the index is `sessions.db` in the state directory.
-    pub fn start(paths: &Paths) -> History {
+    /// Start the thread; the index is `sessions.db` in the state directory. `on_sessions` hears
+    /// the newest sessions when the thread starts and whenever the index changed them.
+    pub fn start(paths: &Paths, on_sessions: OnSessions) -> History {
         let (tx, rx) = mpsc::channel();
         let mut known = roots(|k| std::env::var(k).ok());
         let remembered_file = remembered_file(paths);
@@ -78,12 +89,18 @@ impl History {
         }
         let worker = Worker {
             index_path: paths.state_dir.join("sessions.db"),
+            listing: Listing {
+                on_sessions,
+                stamp: None,
+                listed: None,
+            },
             remembered_file,
             roots: known,
             watched: HashSet::new(),
             due: HashMap::new(),
             busy_since: HashMap::new(),
             second_looks: Vec::new(),
+            unreadable: HashMap::new(),
             tx: tx.clone(),
         };
         let thread = std::thread::Builder::new()
@@ -112,6 +129,36 @@ impl History {
         }
     }
 
+    /// `IndexSessions`: the thread reads what it saw change under `roots` and those it does
+    /// not watch, then answers `reply` (with what could not be read under them).
+    pub fn index_now(
+        &self,
+        roots: Vec<SessionRoot>,
+        reply: tokio::sync::oneshot::Sender<Response>,
+    ) {
+        let roots = roots
+            .into_iter()
+            .filter_map(|r| {
+                root_of(&Remembered {
+                    harness: r.harness,
+                    path: PathBuf::from(r.path),
+                    from: r.from,
+                })
+            })
+            // A relative path would be read relative to the daemon's directory.
+            .filter(|r| r.path.is_absolute())
+            .collect();
+        if let Err(mpsc::SendError(Cmd::IndexNow { reply, .. })) =
+            self.tx.send(Cmd::IndexNow { roots, reply })
+        {
+            let _ = reply.send(Response::Error {
+                kind: volee_protocol::ErrorKind::Internal,
+                message: "the daemon's past-sessions thread is not running".into(),
+                hints: Vec::new(),
+            });
+        }
+    }
+
     /// Tell the thread to end (not waited for: a read in the middle of its transaction is
     /// rolled back by SQLite if the process ends first).
     pub fn stop(&mut self) {
@@ -122,6 +169,8 @@ impl History {
 
 struct Worker {
     index_path: PathBuf,
+    /// The newest sessions as the actor last heard them.
+    listing: Listing,
     remembered_file: PathBuf,
     /// This environment's roots, then those of agents.
     roots: Vec<Root>,
@@ -133,6 +182,8 @@ struct Worker {
     busy_since: HashMap<PathBuf, Instant>,
     /// Agents whose environment is read again, and when.
     second_looks: Vec<(u32, String, Instant)>,
+    /// What could not be read under each root, at its last read.
+    unreadable: HashMap<PathBuf, Vec<UnreadableFile>>,
     tx: mpsc::Sender<Cmd>,
 }
 
@@ -164,6 +215,8 @@ impl Worker {
             self.due.insert(root.path, start);
         }
         loop {
+            // Before each wait: a read (this thread's or a command's) changed the index.
+            self.listing.publish(&self.index_path);
             self.watch_new(watcher.as_mut());
             let timeout = self
                 .due
@@ -187,6 +240,10 @@ impl Worker {
                         self.second_looks
                             .push((pid, id, Instant::now() + SECOND_LOOK));
                     }
+                }
+                Ok(Cmd::IndexNow { roots, reply }) => {
+                    let answer = self.index_now(roots, watcher.is_some());
+                    let _ = reply.send(answer);
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
@@ -223,36 +280,89 @@ impl Worker {
                 .into_iter()
                 .filter(|r| ready.contains(&r.path))
                 .collect();
-            for path in &ready {
-                self.due.remove(path);
-                self.busy_since.remove(path);
-            }
-            // Opened for each read and closed after: SQLite's caches are not kept in an idle
-            // daemon.
-            let Some(mut index) = Index::open(&self.index_path)
-                .map_err(|e| tracing::warn!("past sessions' index: {e}"))
-                .ok()
-            else {
-                continue;
-            };
-            let t = Instant::now();
-            match index.scan(&roots) {
-                Ok(scan) => tracing::debug!(
-                    "past sessions: {} file(s) read of {} under {} root(s) in {:?}",
-                    scan.read,
-                    scan.files,
-                    roots.len(),
-                    t.elapsed()
-                ),
+            if let Err(e) = self.read(&roots) {
                 // Another writer held it (a CLI's first scan): try again later.
-                Err(e) => {
-                    tracing::info!("past sessions not read now: {e}");
-                    for r in &roots {
-                        self.due.insert(r.path.clone(), Instant::now() + BUSY_RETRY);
-                    }
+                tracing::info!("past sessions not read now: {e}");
+                for r in &roots {
+                    self.due.insert(r.path.clone(), Instant::now() + BUSY_RETRY);
                 }
             }
         }
+    }
+
+    /// Read `roots` into the index (opened for the read and closed after: SQLite's caches are
+    /// not kept in an idle daemon); what could not be read is kept per root.
+    fn read(&mut self, roots: &[Root]) -> Result<(), String> {
+        for r in roots {
+            self.due.remove(&r.path);
+            self.busy_since.remove(&r.path);
+        }
+        if roots.is_empty() {
+            return Ok(());
+        }
+        let mut index = Index::open(&self.index_path).map_err(|e| e.to_string())?;
+        let t = Instant::now();
+        let scan = index.scan(roots).map_err(|e| e.to_string())?;
+        tracing::debug!(
+            "past sessions: {} file(s) read of {} under {} root(s) in {:?}",
+            scan.read,
+            scan.files,
+            roots.len(),
+            t.elapsed()
+        );
+        for r in roots {
+            self.unreadable.insert(r.path.clone(), Vec::new());
+        }
+        for u in scan.unreadable {
+            let root = roots
+                .iter()
+                .filter(|r| u.path.starts_with(&r.path))
+                .max_by_key(|r| r.path.components().count());
+            if let Some(r) = root {
+                self.unreadable
+                    .entry(r.path.clone())
+                    .or_default()
+                    .push(UnreadableFile {
+                        harness: u.harness,
+                        path: u.path.display().to_string(),
+                        reason: u.reason,
+                    });
+            }
+        }
+        Ok(())
+    }
+
+    /// A command's `IndexSessions`: the roots it names that this thread does not know are kept
+    /// (not remembered: they are that command's environment's); those not watched, and those
+    /// that changed since their last read, are read now, whatever the load.
+    fn index_now(&mut self, asked: Vec<Root>, watching: bool) -> Response {
+        for root in &asked {
+            if !self.roots.iter().any(|r| r.path == root.path) {
+                self.roots.push(root.clone());
+            }
+        }
+        let now: Vec<Root> = asked
+            .iter()
+            .filter(|r| {
+                !watching
+                    || !self.watched.contains(&r.path)
+                    || self.due.contains_key(&r.path)
+                    || !self.unreadable.contains_key(&r.path)
+            })
+            .cloned()
+            .collect();
+        if let Err(e) = self.read(&now) {
+            return Response::Error {
+                kind: volee_protocol::ErrorKind::Environment,
+                message: format!("past sessions' index: {e}"),
+                hints: Vec::new(),
+            };
+        }
+        let mut unreadable = Vec::new();
+        for r in &asked {
+            unreadable.extend(self.unreadable.get(&r.path).into_iter().flatten().cloned());
+        }
+        Response::SessionsIndexed { unreadable }
     }
 
     fn all_roots(&self) -> Vec<Root> {
@@ -347,6 +457,60 @@ impl Worker {
             if let Err(e) = crate::persist::save_json(&self.remembered_file, &remembered) {
                 tracing::warn!("cannot remember the sessions' roots: {e}");
             }
+        }
+    }
+}
+
+/// What the actor last heard of the index's newest sessions ([`OnSessions`]).
+struct Listing {
+    on_sessions: OnSessions,
+    /// The index files' sizes and times when it was last listed.
+    stamp: Option<Vec<Option<(u64, std::time::SystemTime)>>>,
+    listed: Option<Vec<volee_protocol::zellij::PastSession>>,
+}
+
+impl Listing {
+    /// When the index's files changed since the last look (a `stat` of the database and its
+    /// log; nothing else while nothing was read), list its newest sessions (bounded for the
+    /// zellij plugins) and tell the actor if they are not what it heard last.
+    fn publish(&mut self, index_path: &Path) {
+        let stamp = || {
+            ["", "-wal"]
+                .iter()
+                .map(|suffix| {
+                    let mut path = index_path.as_os_str().to_owned();
+                    path.push(suffix);
+                    let meta = std::fs::metadata(path).ok()?;
+                    Some((meta.len(), meta.modified().ok()?))
+                })
+                .collect::<Vec<_>>()
+        };
+        if self.stamp.as_ref() == Some(&stamp()) {
+            return;
+        }
+        let rows = match Index::open(index_path).and_then(|index| index.sessions()) {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::debug!("past sessions not listed: {e}");
+                return;
+            }
+        };
+        // After the read: opening and closing the index may touch its files.
+        self.stamp = Some(stamp());
+        let newest = volee_protocol::zellij::newest_sessions(rows.iter().filter_map(|r| {
+            volee_protocol::zellij::PastSession::new(
+                &r.harness,
+                &r.id,
+                r.title.as_deref(),
+                r.first_prompt.as_deref(),
+                r.project.as_deref(),
+                r.branch.as_deref(),
+                u64::try_from(r.last_ms / 1000).unwrap_or(0),
+            )
+        }));
+        if self.listed.as_ref() != Some(&newest) {
+            (self.on_sessions)(newest.clone());
+            self.listed = Some(newest);
         }
     }
 }

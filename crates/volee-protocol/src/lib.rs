@@ -402,6 +402,31 @@ pub enum Request {
     /// The zellij sessions the daemon watches and whether volee's plugin runs in each
     /// (`volee doctor`). Answers with `ZellijSessions`.
     ZellijSessions,
+    /// Bring the past-sessions index up to date over these roots now (the daemon's index thread
+    /// reads the roots it saw change, and those it does not watch), then answer
+    /// `SessionsIndexed`. What `volee sessions` and `volee browse` ask before they read the index.
+    IndexSessions {
+        roots: Vec<SessionRoot>,
+    },
+}
+
+/// A harness's sessions directory (or a project directory, for a harness that keeps its history
+/// there).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRoot {
+    pub harness: String,
+    pub path: String,
+    /// Where the path came from: `HOME`, a home variable, an agent's.
+    pub from: String,
+}
+
+/// A file that looked like a session but could not be read, or a directory that could not be
+/// walked, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnreadableFile {
+    pub harness: String,
+    pub path: String,
+    pub reason: String,
 }
 
 /// How a request failed; the CLI maps kinds to exit codes.
@@ -442,6 +467,10 @@ pub enum Response {
     },
     ZellijSessions {
         sessions: Vec<ZellijSession>,
+    },
+    /// The index is up to date over the roots asked for; what under them could not be read.
+    SessionsIndexed {
+        unreadable: Vec<UnreadableFile>,
     },
     Ok,
     /// Not an answer: the daemon is alive and the answer (or the next change) is still to come.

@@ -75,6 +75,11 @@ impl Daemon {
             Request::ZellijSessions => Ok(Response::ZellijSessions {
                 sessions: self.hosts.zellij.sessions(),
             }),
+            Request::IndexSessions { roots } => {
+                // The index thread answers when it has read them.
+                self.history.index_now(roots, reply);
+                return;
+            }
         };
         let _ = reply.send(answer.unwrap_or_else(|e| e.response()));
     }
