@@ -133,7 +133,7 @@ fn main() {
     for _ in 0..runs {
         let t = Instant::now();
         let out = volee(&bin, &home, &volee_home)
-            .args(["sessions", "--json"])
+            .args(["sessions", "--json", "--all"])
             .output()
             .unwrap();
         listing.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -165,7 +165,7 @@ fn main() {
     println!("| {sessions} sessions indexed, {runs} runs | p50 | p99 | max |");
     println!("|---|---|---|---|");
     for (what, v) in [
-        ("`volee sessions --json`, whole command (ms)", &listing),
+        ("`volee sessions --json --all`, whole command (ms)", &listing),
         (
             "`volee browse`: spawn → first frame on its terminal (ms)",
             &frames,
