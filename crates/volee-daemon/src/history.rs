@@ -63,10 +63,6 @@ struct Remembered {
     from: String,
 }
 
-/// How the thread tells the actor that the newest past sessions changed (the zellij plugins list
-/// them): called on the thread, so it only sends a message.
-pub type OnSessions = Box<dyn Fn(Vec<volee_protocol::zellij::PastSession>) + Send>;
-
 /// The daemon's side: hands agents' processes to the thread, answers which roots are known.
 pub struct History {
     tx: mpsc::Sender<Cmd>,
@@ -76,9 +72,8 @@ pub struct History {
 }
 
 impl History {
-    /// Start the thread; the index is `sessions.db` in the state directory. `on_sessions` hears
-    /// the newest sessions when the thread starts and whenever the index changed them.
-    pub fn start(paths: &Paths, on_sessions: OnSessions) -> History {
+    /// Start the thread; the index is `sessions.db` in the state directory.
+    pub fn start(paths: &Paths) -> History {
         let (tx, rx) = mpsc::channel();
         let mut known = roots(|k| std::env::var(k).ok());
         let remembered_file = remembered_file(paths);
@@ -89,11 +84,6 @@ impl History {
         }
         let worker = Worker {
             index_path: paths.state_dir.join("sessions.db"),
-            listing: Listing {
-                on_sessions,
-                stamp: None,
-                listed: None,
-            },
             remembered_file,
             roots: known,
             watched: HashSet::new(),
@@ -169,8 +159,6 @@ impl History {
 
 struct Worker {
     index_path: PathBuf,
-    /// The newest sessions as the actor last heard them.
-    listing: Listing,
     remembered_file: PathBuf,
     /// This environment's roots, then those of agents.
     roots: Vec<Root>,
@@ -215,8 +203,6 @@ impl Worker {
             self.due.insert(root.path, start);
         }
         loop {
-            // Before each wait: a read (this thread's or a command's) changed the index.
-            self.listing.publish(&self.index_path);
             self.watch_new(watcher.as_mut());
             let timeout = self
                 .due
@@ -457,60 +443,6 @@ impl Worker {
             if let Err(e) = crate::persist::save_json(&self.remembered_file, &remembered) {
                 tracing::warn!("cannot remember the sessions' roots: {e}");
             }
-        }
-    }
-}
-
-/// What the actor last heard of the index's newest sessions ([`OnSessions`]).
-struct Listing {
-    on_sessions: OnSessions,
-    /// The index files' sizes and times when it was last listed.
-    stamp: Option<Vec<Option<(u64, std::time::SystemTime)>>>,
-    listed: Option<Vec<volee_protocol::zellij::PastSession>>,
-}
-
-impl Listing {
-    /// When the index's files changed since the last look (a `stat` of the database and its
-    /// log; nothing else while nothing was read), list its newest sessions (bounded for the
-    /// zellij plugins) and tell the actor if they are not what it heard last.
-    fn publish(&mut self, index_path: &Path) {
-        let stamp = || {
-            ["", "-wal"]
-                .iter()
-                .map(|suffix| {
-                    let mut path = index_path.as_os_str().to_owned();
-                    path.push(suffix);
-                    let meta = std::fs::metadata(path).ok()?;
-                    Some((meta.len(), meta.modified().ok()?))
-                })
-                .collect::<Vec<_>>()
-        };
-        if self.stamp.as_ref() == Some(&stamp()) {
-            return;
-        }
-        let rows = match Index::open(index_path).and_then(|index| index.sessions()) {
-            Ok(rows) => rows,
-            Err(e) => {
-                tracing::debug!("past sessions not listed: {e}");
-                return;
-            }
-        };
-        // After the read: opening and closing the index may touch its files.
-        self.stamp = Some(stamp());
-        let newest = volee_protocol::zellij::newest_sessions(rows.iter().filter_map(|r| {
-            volee_protocol::zellij::PastSession::new(
-                &r.harness,
-                &r.id,
-                r.title.as_deref(),
-                r.first_prompt.as_deref(),
-                r.project.as_deref(),
-                r.branch.as_deref(),
-                u64::try_from(r.last_ms / 1000).unwrap_or(0),
-            )
-        }));
-        if self.listed.as_ref() != Some(&newest) {
-            (self.on_sessions)(newest.clone());
-            self.listed = Some(newest);
         }
     }
 }
