@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use volee_protocol::zellij::{
-    PluginCommand, PluginEvent, ZellijPane, COMMAND_PIPE, MISMATCH_HINT, PIPE_VERSION, STREAM_PIPE,
-    VERSION_ARG,
+    PastSession, PluginCommand, PluginEvent, ZellijPane, COMMAND_PIPE, MISMATCH_HINT, PIPE_VERSION,
+    STREAM_PIPE, VERSION_ARG,
 };
 use volee_protocol::AgentView;
-use volee_view::zellij::{launch_argv, screen_tail, Key as UiKey, Ui, UiAction};
+use volee_view::zellij::{launch_argv, resume_argv, screen_tail, Key as UiKey, Ran, Ui, UiAction};
 use zellij_tile::prelude::*;
 
 /// How often the visible UI pane re-renders so the ages in it move. Nothing else runs on a
@@ -20,6 +20,8 @@ const UI_TICK_SECS: f64 = 1.0;
 const MAX_STREAMS: usize = 4;
 /// `RunCommandResult` context key marking our launch commands.
 const LAUNCH_CONTEXT: &str = "volee-launch";
+/// `RunCommandResult` context key marking our resume commands.
+const RESUME_CONTEXT: &str = "volee-resume";
 
 #[derive(Default)]
 pub struct VoleePlugin {
@@ -48,6 +50,8 @@ pub struct VoleePlugin {
     pids: HashMap<u32, u32>,
     /// From the daemon's `Agents`; `None` before the first one.
     agents: Option<Vec<AgentView>>,
+    /// The past sessions from the daemon's `Sessions` (newest first), listed under the agents.
+    sessions: Vec<PastSession>,
     watch: BTreeSet<u32>,
     timer_armed: bool,
     /// Started by `volee up` (configuration `background=true`): hidden once permitted.
@@ -211,18 +215,15 @@ impl ZellijPlugin for VoleePlugin {
             }
             Event::Key(key) => self.on_key(&key),
             Event::RunCommandResult(exit, _stdout, stderr, context) => {
-                if !context.contains_key(LAUNCH_CONTEXT) {
+                let ran = if context.contains_key(LAUNCH_CONTEXT) {
+                    Ran::Launch
+                } else if context.contains_key(RESUME_CONTEXT) {
+                    Ran::Resume
+                } else {
                     return false;
-                }
-                match exit {
-                    Some(0) => self.ui.set_message("launched"),
-                    _ => {
-                        let stderr = String::from_utf8_lossy(&stderr);
-                        let code = exit.map_or_else(|| "a signal".to_owned(), |c| c.to_string());
-                        self.ui
-                            .set_message(format!("launch failed ({code}): {}", stderr.trim()));
-                    }
-                }
+                };
+                self.ui
+                    .command_finished(ran, exit, &String::from_utf8_lossy(&stderr));
                 true
             }
             _ => false,
@@ -257,9 +258,15 @@ impl ZellijPlugin for VoleePlugin {
             ),
             None => Some("waiting for permissions (answer zellij's prompt in this pane)"),
         };
-        let lines = self
-            .ui
-            .lines(self.agents.as_deref(), notice, rows, cols, now_secs(), true);
+        let lines = self.ui.lines(
+            self.agents.as_deref(),
+            &self.sessions,
+            notice,
+            rows,
+            cols,
+            now_secs(),
+            true,
+        );
         for line in lines {
             println!("{line}");
         }
@@ -514,6 +521,10 @@ impl VoleePlugin {
                 self.arm_timer();
                 ("ok".to_owned(), true)
             }
+            Ok(PluginCommand::Sessions { sessions, .. }) => {
+                self.sessions = sessions;
+                ("ok".to_owned(), true)
+            }
             Ok(PluginCommand::Focus { pane, .. }) => {
                 focus_terminal_pane(pane, false, false);
                 ("ok".to_owned(), false)
@@ -547,9 +558,10 @@ impl VoleePlugin {
         };
         let agents = self.agents.clone().unwrap_or_default();
         let watch: Vec<u32> = self.watch.iter().copied().collect();
-        match self.ui.key(key, &agents, &watch) {
+        match self.ui.key(key, &agents, &self.sessions, &watch) {
             Some(UiAction::Focus { pane }) => focus_terminal_pane(pane, false, false),
             Some(UiAction::Launch { harness, text }) => self.launch(harness, &text),
+            Some(UiAction::Resume { harness, id }) => self.resume(&harness, &id),
             Some(UiAction::Close) => hide_self(),
             None => {}
         }
@@ -558,12 +570,25 @@ impl VoleePlugin {
 
     fn launch(&mut self, harness: &str, text: &str) {
         let argv = launch_argv(&self.volee_bin, harness, text);
+        self.run_volee(&argv, LAUNCH_CONTEXT, harness);
+    }
+
+    /// `volee sessions resume` into this session: the harness's resume line in the session's
+    /// project, in a new tab; a failure comes back as `RunCommandResult` with its stderr.
+    fn resume(&mut self, harness: &str, id: &str) {
+        let argv = resume_argv(&self.volee_bin, id, self.session.as_deref());
+        self.run_volee(&argv, RESUME_CONTEXT, harness);
+    }
+
+    /// Run a `volee` command line (with zellij's environment, this session named) in the
+    /// plugin's directory; `context` tells its `RunCommandResult` apart.
+    fn run_volee(&self, argv: &[String], context: &str, harness: &str) {
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
         let mut env = BTreeMap::new();
         if let Some(session) = &self.session {
             env.insert("ZELLIJ_SESSION_NAME".to_owned(), session.clone());
         }
-        let context = BTreeMap::from([(LAUNCH_CONTEXT.to_owned(), harness.to_owned())]);
+        let context = BTreeMap::from([(context.to_owned(), harness.to_owned())]);
         run_command_with_env_variables_and_cwd(&argv, env, self.cwd.clone(), context);
     }
 }
@@ -583,6 +608,7 @@ fn ui_key(key: &KeyWithModifier) -> Option<UiKey> {
         BareKey::Enter => UiKey::Enter,
         BareKey::Esc => UiKey::Esc,
         BareKey::Backspace => UiKey::Backspace,
+        BareKey::Tab => UiKey::Tab,
         BareKey::Char(c) => UiKey::Char(c),
         _ => return None,
     })

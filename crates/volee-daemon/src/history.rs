@@ -63,6 +63,10 @@ struct Remembered {
     from: String,
 }
 
+/// How the thread tells the actor that the newest past sessions changed (the zellij plugins list
+/// them): called on the thread, so it only sends a message.
+pub type OnSessions = Box<dyn Fn(Vec<volee_protocol::zellij::PastSession>) + Send>;
+
 /// The daemon's side: hands agents' processes to the thread, answers which roots are known.
 pub struct History {
     tx: mpsc::Sender<Cmd>,
@@ -72,8 +76,9 @@ pub struct History {
 }
 
 impl History {
-    /// Start the thread; the index is `sessions.db` in the state directory.
-    pub fn start(paths: &Paths) -> History {
+    /// Start the thread; the index is `sessions.db` in the state directory. `on_sessions` hears
+    /// the newest sessions when the thread starts and whenever the index changed them.
+    pub fn start(paths: &Paths, on_sessions: OnSessions) -> History {
         let (tx, rx) = mpsc::channel();
         let mut known = roots(|k| std::env::var(k).ok());
         let remembered_file = remembered_file(paths);
@@ -84,6 +89,11 @@ impl History {
         }
         let worker = Worker {
             index_path: paths.state_dir.join("sessions.db"),
+            listing: Listing {
+                on_sessions,
+                stamp: None,
+                listed: None,
+            },
             remembered_file,
             roots: known,
             watched: HashSet::new(),
@@ -159,6 +169,8 @@ impl History {
 
 struct Worker {
     index_path: PathBuf,
+    /// The newest sessions as the actor last heard them.
+    listing: Listing,
     remembered_file: PathBuf,
     /// This environment's roots, then those of agents.
     roots: Vec<Root>,
@@ -203,6 +215,8 @@ impl Worker {
             self.due.insert(root.path, start);
         }
         loop {
+            // Before each wait: a read (this thread's or a command's) changed the index.
+            self.listing.publish(&self.index_path);
             self.watch_new(watcher.as_mut());
             let timeout = self
                 .due
@@ -447,6 +461,60 @@ impl Worker {
     }
 }
 
+/// What the actor last heard of the index's newest sessions ([`OnSessions`]).
+struct Listing {
+    on_sessions: OnSessions,
+    /// The index files' sizes and times when it was last listed.
+    stamp: Option<Vec<Option<(u64, std::time::SystemTime)>>>,
+    listed: Option<Vec<volee_protocol::zellij::PastSession>>,
+}
+
+impl Listing {
+    /// When the index's files changed since the last look (a `stat` of the database and its
+    /// log; nothing else while nothing was read), list its newest sessions (bounded for the
+    /// zellij plugins) and tell the actor if they are not what it heard last.
+    fn publish(&mut self, index_path: &Path) {
+        let stamp = || {
+            ["", "-wal"]
+                .iter()
+                .map(|suffix| {
+                    let mut path = index_path.as_os_str().to_owned();
+                    path.push(suffix);
+                    let meta = std::fs::metadata(path).ok()?;
+                    Some((meta.len(), meta.modified().ok()?))
+                })
+                .collect::<Vec<_>>()
+        };
+        if self.stamp.as_ref() == Some(&stamp()) {
+            return;
+        }
+        let rows = match Index::open(index_path).and_then(|index| index.sessions()) {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::debug!("past sessions not listed: {e}");
+                return;
+            }
+        };
+        // After the read: opening and closing the index may touch its files.
+        self.stamp = Some(stamp());
+        let newest = volee_protocol::zellij::newest_sessions(rows.iter().filter_map(|r| {
+            volee_protocol::zellij::PastSession::new(
+                &r.harness,
+                &r.id,
+                r.title.as_deref(),
+                r.first_prompt.as_deref(),
+                r.project.as_deref(),
+                r.branch.as_deref(),
+                u64::try_from(r.last_ms / 1000).unwrap_or(0),
+            )
+        }));
+        if self.listed.as_ref() != Some(&newest) {
+            (self.on_sessions)(newest.clone());
+            self.listed = Some(newest);
+        }
+    }
+}
+
 fn remembered_file(paths: &Paths) -> PathBuf {
     paths.state_dir.join("history-roots.json")
 }
@@ -528,4 +596,66 @@ fn busy() -> bool {
         .ok()
         .and_then(|b| procfs_core::LoadAverage::from_read(b.as_slice()).ok())
         .is_some_and(|l| l.one >= cores)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    const SESSION: &str = "d4a8abe5-742d-4002-a1ab-379c1b005cb4";
+
+    /// The actor hears the index's newest sessions once at first, then only after a read
+    /// changed them: a look with nothing new is a `stat` of the index's files.
+    #[test]
+    fn the_actor_hears_the_newest_sessions_when_the_index_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let index_path = dir.path().join("sessions.db");
+        let heard: Arc<Mutex<Vec<Vec<volee_protocol::zellij::PastSession>>>> = Arc::default();
+        let sink = heard.clone();
+        let mut listing = Listing {
+            on_sessions: Box::new(move |s| sink.lock().unwrap().push(s)),
+            stamp: None,
+            listed: None,
+        };
+        listing.publish(&index_path);
+        listing.publish(&index_path);
+        assert_eq!(*heard.lock().unwrap(), vec![Vec::new()]);
+
+        // The real Claude transcript under a home, read into the index.
+        let home = dir.path().join("home");
+        let projects = home.join(".claude/projects/-tmp-work");
+        std::fs::create_dir_all(&projects).unwrap();
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+                "../volee-history/tests/fixtures/home/.claude/projects/-tmp-work/{SESSION}.jsonl"
+            )),
+            projects.join(format!("{SESSION}.jsonl")),
+        )
+        .unwrap();
+        let h = home.display().to_string();
+        let mut index = Index::open(&index_path).unwrap();
+        index
+            .scan(&roots(|k| (k == "HOME").then(|| h.clone())))
+            .unwrap();
+        drop(index);
+        listing.publish(&index_path);
+        listing.publish(&index_path);
+        let heard = heard.lock().unwrap();
+        assert_eq!(heard.len(), 2, "{heard:?}");
+        let session = &heard[1][0];
+        assert_eq!(session.harness, "claude");
+        assert_eq!(session.id, SESSION);
+        assert_eq!(session.title.as_deref(), Some("conformance"));
+        assert_eq!(
+            session.first_prompt.as_deref(),
+            Some("Run the touch command to create the marker file.")
+        );
+        assert_eq!(
+            session.project.as_deref(),
+            Some("/tmp/volee-test-yFo20s/work")
+        );
+        assert!(session.last > 0);
+    }
 }

@@ -14,13 +14,17 @@
 //!
 //! A plugin and a daemon of different [`PIPE_VERSION`]s refuse each other with a message that
 //! says to rebuild or reload the plugin.
+//!
+//! The past sessions the pane lists ([`PluginCommand::Sessions`]) come from the daemon, which
+//! reads its index off its actor: the newest [`SESSIONS_MAX`], each text cut
+//! ([`PastSession::new`]), the whole list under [`SESSIONS_BYTES_MAX`] ([`newest_sessions`]).
 
 use serde::{Deserialize, Serialize};
 
 use crate::AgentView;
 
-/// Bumped whenever a message below changes shape.
-pub const PIPE_VERSION: u32 = 2;
+/// Bumped whenever a message below changes shape (3: [`PluginCommand::Sessions`]).
+pub const PIPE_VERSION: u32 = 3;
 /// Name of the long-lived stream pipe (plugin → daemon events).
 pub const STREAM_PIPE: &str = "volee-stream";
 /// Name of the one-shot command pipe (daemon → plugin).
@@ -54,6 +58,88 @@ pub struct ZellijPane {
     /// The process the pane runs (`get_pane_pid`): the daemon watches its terminal for output.
     #[serde(default)]
     pub pid: Option<u32>,
+}
+
+/// At most this many past sessions go to the plugins, the newest: a pane shows a few dozen rows,
+/// and filtering as you type over the last 200 sessions (weeks of work) finds what one comes
+/// back to; the whole history stays `volee browse`'s and `volee sessions search`'s.
+pub const SESSIONS_MAX: usize = 200;
+/// The list's JSON stays under this many bytes: it is one argument of a `zellij pipe` command
+/// (Linux takes at most 128 KiB per argument), and the plugin parses it each time it changes.
+pub const SESSIONS_BYTES_MAX: usize = 96 * 1024;
+/// Titles and first prompts are cut to this many characters (the pane shows fewer; the filter
+/// looks at the start of a prompt).
+const SESSION_TEXT_MAX: usize = 160;
+/// Project paths and branches are cut to this many characters.
+const SESSION_PATH_MAX: usize = 240;
+/// A session id longer than this is not sent (no harness's is; a cut one would resume nothing).
+const SESSION_ID_MAX: usize = 128;
+
+/// A past session from the daemon's index, as the plugin's pane lists it. Agent-controlled text
+/// (title, prompt, project, branch): the plugin shows it only through `volee-view`'s escaping.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PastSession {
+    /// The harness (profile name) whose session it is.
+    pub harness: String,
+    /// The harness's native session id (what `volee sessions resume` takes).
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_prompt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// Its last activity, seconds since the epoch (0: not recorded).
+    #[serde(default)]
+    pub last: u64,
+}
+
+impl PastSession {
+    /// A session with its texts cut to what the pane needs; None for an id too long to resume.
+    pub fn new(
+        harness: &str,
+        id: &str,
+        title: Option<&str>,
+        first_prompt: Option<&str>,
+        project: Option<&str>,
+        branch: Option<&str>,
+        last: u64,
+    ) -> Option<PastSession> {
+        if id.is_empty() || id.chars().count() > SESSION_ID_MAX {
+            return None;
+        }
+        let cut = |text: Option<&str>, max: usize| {
+            text.map(|t| t.chars().take(max).collect::<String>())
+                .filter(|t| !t.is_empty())
+        };
+        Some(PastSession {
+            harness: cut(Some(harness), SESSION_ID_MAX).unwrap_or_default(),
+            id: id.to_owned(),
+            title: cut(title, SESSION_TEXT_MAX),
+            first_prompt: cut(first_prompt, SESSION_TEXT_MAX),
+            project: cut(project, SESSION_PATH_MAX),
+            branch: cut(branch, SESSION_PATH_MAX),
+            last,
+        })
+    }
+}
+
+/// The sessions to send, from a list ordered newest first: at most [`SESSIONS_MAX`], and no more
+/// than fit in [`SESSIONS_BYTES_MAX`] of JSON.
+pub fn newest_sessions(sessions: impl IntoIterator<Item = PastSession>) -> Vec<PastSession> {
+    let mut bytes = 0;
+    let mut kept = Vec::new();
+    for session in sessions.into_iter().take(SESSIONS_MAX) {
+        let size = serde_json::to_string(&session).map_or(usize::MAX, |s| s.len() + 1);
+        if bytes + size > SESSIONS_BYTES_MAX {
+            break;
+        }
+        bytes += size;
+        kept.push(session);
+    }
+    kept
 }
 
 /// Plugin → daemon, one per line on the stream pipe.
@@ -105,6 +191,12 @@ pub enum PluginCommand {
     },
     /// Bring a pane to the front for the plugin's client (`volee attach`).
     Focus { version: u32, pane: u32 },
+    /// The past sessions for the pane, newest first ([`newest_sessions`]): sent when a plugin
+    /// connects and when the daemon's index read something that changed them.
+    Sessions {
+        version: u32,
+        sessions: Vec<PastSession>,
+    },
     /// Read these watched panes now (screen, title, exit): each answers with a
     /// [`PluginEvent::Read`], and a [`PluginEvent::Panes`] follows when a title or an exit
     /// changed.
@@ -123,6 +215,7 @@ impl PluginCommand {
         match self {
             PluginCommand::Agents { version, .. }
             | PluginCommand::Focus { version, .. }
+            | PluginCommand::Sessions { version, .. }
             | PluginCommand::Read { version, .. }
             | PluginCommand::Ping { version }
             | PluginCommand::Quit { version } => *version,
@@ -177,6 +270,60 @@ mod tests {
         let line = serde_json::to_string(&answer).unwrap();
         assert_eq!(line, r#"{"type":"read","pane":4,"lines":["ok"]}"#);
         assert_eq!(serde_json::from_str::<PluginEvent>(&line).unwrap(), answer);
+    }
+
+    #[test]
+    fn sessions_are_cut_and_bounded() {
+        let long = "x".repeat(10_000);
+        let s = PastSession::new(
+            "claude",
+            "d4a8abe5",
+            Some(&long),
+            None,
+            Some("/w"),
+            Some(""),
+            7,
+        )
+        .unwrap();
+        assert_eq!(s.title.as_deref().map(|t| t.chars().count()), Some(160));
+        assert_eq!(s.first_prompt, None);
+        assert_eq!(s.branch, None, "an empty text is none");
+        assert!(PastSession::new("claude", &long, None, None, None, None, 0).is_none());
+        assert!(PastSession::new("claude", "", None, None, None, None, 0).is_none());
+
+        let many = (0..1_000).map(|i| {
+            PastSession::new("codex", &format!("s{i}"), Some("t"), None, None, None, i).unwrap()
+        });
+        let kept = newest_sessions(many);
+        assert_eq!(kept.len(), SESSIONS_MAX);
+        assert_eq!(kept[0].id, "s0", "the first (newest) are kept");
+        // Long texts: the bytes bound comes first, and the command stays one argument.
+        let big = (0..1_000).map(|i| {
+            let t = "\u{1b}".repeat(200);
+            PastSession::new(
+                "codex",
+                &format!("s{i}"),
+                Some(&t),
+                Some(&t),
+                Some(&t),
+                Some(&t),
+                1,
+            )
+            .unwrap()
+        });
+        let kept = newest_sessions(big);
+        assert!(kept.len() < SESSIONS_MAX, "{}", kept.len());
+        let command = PluginCommand::Sessions {
+            version: PIPE_VERSION,
+            sessions: kept,
+        };
+        let json = serde_json::to_string(&command).unwrap();
+        assert!(json.len() < 128 * 1024, "{}", json.len());
+        assert_eq!(
+            serde_json::from_str::<PluginCommand>(&json).unwrap(),
+            command
+        );
+        assert_eq!(command.version(), PIPE_VERSION);
     }
 
     #[test]

@@ -1,11 +1,12 @@
-//! The zellij plugin's pane: the agent list it draws, its key handling (selection, focus, the
-//! inline launch prompt) and the screen excerpt it reports to the daemon.
+//! The zellij plugin's pane: the list it draws (live agents, then the past sessions the daemon
+//! sends, filtered as you type), its key handling (selection, focus, resume, the inline launch
+//! prompt) and the screen excerpt it reports to the daemon.
 //!
 //! Pure, so it is tested natively while the plugin (`zellij-plugin/`, wasm only) stays a thin
 //! shell: it turns zellij keys into [`Key`], calls [`Ui::key`], carries out the [`UiAction`] and
 //! prints [`Ui::lines`].
 
-use volee_protocol::zellij::parse_terminal_id;
+use volee_protocol::zellij::{parse_terminal_id, PastSession};
 use volee_protocol::{AgentState, AgentView, Host};
 
 use crate::status::Counts;
@@ -233,9 +234,105 @@ fn header(agents: &[AgentView]) -> Line {
 
 fn footer() -> Line {
     Line::default().styled(
-        "↑↓/jk select  enter focus  n next needing you  l launch  q close",
+        "type to filter  ↑↓ select  enter go  tab needs you  + launch  esc close",
         DIM,
     )
+}
+
+/// How a past session is marked in the state column (its word is [`PAST_WORD`]).
+const PAST_MARK: &str = "↺";
+const PAST_WORD: &str = "past";
+/// Longest filter accepted from the keyboard.
+const FILTER_MAX: usize = 200;
+/// A past session's id is shown by its first characters (as `volee browse` does).
+const SHORT_ID: usize = 8;
+/// A past session's project is shown by its last component, at most this long.
+const PROJECT_MAX: usize = 16;
+const BRANCH_MAX: usize = 40;
+
+/// One row of the pane's list: a live agent, or a past session from the daemon's index.
+#[derive(Debug, Clone, Copy)]
+enum Row<'a> {
+    Live(&'a AgentView),
+    Past(&'a PastSession),
+}
+
+/// What stays the same row when the lists change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RowKey {
+    Agent(String),
+    Session { harness: String, id: String },
+}
+
+impl Row<'_> {
+    /// What the filter looks in (as `volee browse` does): a live agent's id, name, harness,
+    /// title, directory and state; a past session's id, harness, title, first prompt, project
+    /// and branch.
+    fn haystack(&self) -> String {
+        match self {
+            Row::Live(a) => format!(
+                "{} {} {} {} {} {}",
+                a.id,
+                a.name,
+                a.harness,
+                a.title.as_deref().unwrap_or(""),
+                a.cwd,
+                a.state
+            ),
+            Row::Past(s) => format!(
+                "{} {} {} {} {} {}",
+                s.id,
+                s.harness,
+                s.title.as_deref().unwrap_or(""),
+                s.first_prompt.as_deref().unwrap_or(""),
+                s.project.as_deref().unwrap_or(""),
+                s.branch.as_deref().unwrap_or("")
+            ),
+        }
+        .to_lowercase()
+    }
+
+    fn key(&self) -> RowKey {
+        match self {
+            Row::Live(a) => RowKey::Agent(a.id.clone()),
+            Row::Past(s) => RowKey::Session {
+                harness: s.harness.clone(),
+                id: s.id.clone(),
+            },
+        }
+    }
+}
+
+/// The pane's rows: the agents in display order, then the past sessions newest first — but not
+/// a session an agent has live now (it shows as that agent) — keeping those that hold every word
+/// of `filter` (any order, any case).
+fn list_rows<'a>(agents: &'a [AgentView], past: &'a [PastSession], filter: &str) -> Vec<Row<'a>> {
+    let is_live = |s: &PastSession| {
+        agents.iter().any(|a| {
+            !a.state.is_final()
+                && a.harness == s.harness
+                && a.session_id.as_deref() == Some(s.id.as_str())
+        })
+    };
+    let mut sessions: Vec<&PastSession> = past.iter().filter(|s| !is_live(s)).collect();
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.last));
+    let words: Vec<String> = filter
+        .to_lowercase()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    in_display_order(agents)
+        .into_iter()
+        .map(Row::Live)
+        .chain(sessions.into_iter().map(Row::Past))
+        .filter(|row| {
+            if words.is_empty() {
+                return true;
+            }
+            let hay = row.haystack();
+            words.iter().all(|w| hay.contains(w.as_str()))
+        })
+        .collect()
 }
 
 /// The plugin pane's list: a header with counts, one row per agent in display order (state in its
@@ -250,62 +347,118 @@ pub fn plugin_lines(
     now_epoch_secs: u64,
     color: bool,
 ) -> Vec<String> {
-    list_lines(agents, selected, rows, cols, now_epoch_secs, color, None)
+    let list = list_rows(agents, &[], "");
+    let view = ListView {
+        agents,
+        rows: &list,
+        selected,
+        filter: "",
+        message: None,
+    };
+    view.lines(rows, cols, now_epoch_secs, color)
 }
 
-fn list_lines(
-    agents: &[AgentView],
+/// What the list screen shows.
+struct ListView<'a> {
+    /// Every agent (the header counts them all, whatever the filter).
+    agents: &'a [AgentView],
+    /// The rows the filter keeps.
+    rows: &'a [Row<'a>],
     selected: usize,
-    rows: usize,
-    cols: usize,
-    now_epoch_secs: u64,
-    color: bool,
-    message: Option<&str>,
-) -> Vec<String> {
-    let mut top = vec![header(agents)];
-    let mut bottom = Vec::new();
-    if let Some(message) = message.map(|m| plain_text(m, MESSAGE_MAX)) {
-        if !message.is_empty() && rows >= 4 {
-            bottom.push(Line::default().styled(message, BOLD));
-        }
-    }
-    if rows >= 3 {
-        bottom.push(footer());
-    }
-    let room = rows.saturating_sub(top.len() + bottom.len());
-    if agents.is_empty() {
-        if room > 0 {
-            top.push(Line::default().plain("  press l to launch an agent"));
-        }
-    } else {
-        let selected = selected.min(agents.len() - 1);
-        let offset = (selected + 1).saturating_sub(room);
-        top.extend(
-            agent_rows(agents, selected, now_epoch_secs)
-                .into_iter()
-                .skip(offset)
-                .take(room),
-        );
-    }
-    top.into_iter()
-        .chain(bottom)
-        .take(rows)
-        .map(|l| l.finish(cols, color))
-        .collect()
+    filter: &'a str,
+    message: Option<&'a str>,
 }
 
-fn agent_rows(agents: &[AgentView], selected: usize, now_epoch_secs: u64) -> Vec<Line> {
-    let ordered = in_display_order(agents);
-    let cells: Vec<[String; 5]> = ordered
+impl ListView<'_> {
+    fn lines(&self, rows: usize, cols: usize, now_epoch_secs: u64, color: bool) -> Vec<String> {
+        let mut top = vec![header(self.agents)];
+        if !self.filter.is_empty() && rows >= 4 {
+            top.push(
+                Line::default()
+                    .styled(
+                        format!("filter: {}_", plain_text(self.filter, FILTER_MAX)),
+                        BOLD,
+                    )
+                    .styled(format!("  {} shown", self.rows.len()), DIM),
+            );
+        }
+        let mut bottom = Vec::new();
+        if let Some(message) = self.message.map(|m| plain_text(m, MESSAGE_MAX)) {
+            if !message.is_empty() && rows >= 4 {
+                bottom.push(Line::default().styled(message, BOLD));
+            }
+        }
+        if rows >= 3 {
+            bottom.push(footer());
+        }
+        let room = rows.saturating_sub(top.len() + bottom.len());
+        if self.rows.is_empty() {
+            if room > 0 {
+                top.push(Line::default().plain(if self.filter.is_empty() {
+                    "  press + to launch an agent"
+                } else {
+                    "  nothing matches (esc clears the filter)"
+                }));
+            }
+        } else {
+            let selected = self.selected.min(self.rows.len() - 1);
+            let offset = (selected + 1).saturating_sub(room);
+            top.extend(
+                row_lines(self.rows, selected, now_epoch_secs)
+                    .into_iter()
+                    .skip(offset)
+                    .take(room),
+            );
+        }
+        top.into_iter()
+            .chain(bottom)
+            .take(rows)
+            .map(|l| l.finish(cols, color))
+            .collect()
+    }
+}
+
+/// The last component of a project path (`/home/u/src/app` → `app`).
+fn project_name(project: &str) -> &str {
+    let trimmed = project.trim_end_matches('/');
+    trimmed.rsplit('/').next().unwrap_or(trimmed)
+}
+
+/// One line per row, in columns: state (a past session: `↺ past`), name (a session: the start of
+/// its id), harness, age, source (a session: its project's name), then the title (a session: its
+/// title or first prompt, then its branch).
+fn row_lines(rows: &[Row], selected: usize, now_epoch_secs: u64) -> Vec<Line> {
+    let cells: Vec<[String; 5]> = rows
         .iter()
-        .map(|a| {
-            [
+        .map(|row| match row {
+            Row::Live(a) => [
                 plain_text(&a.name, NAME_MAX),
                 harness_label(a, HARNESS_MAX),
                 age_of(&a.state_since, now_epoch_secs),
                 a.state_source.as_str().to_owned(),
                 crate::tagged_title(a, TITLE_MAX),
-            ]
+            ],
+            Row::Past(s) => [
+                plain_text(&s.id.chars().take(SHORT_ID).collect::<String>(), SHORT_ID),
+                plain_text(&s.harness, HARNESS_MAX),
+                if s.last == 0 {
+                    "-".to_owned()
+                } else {
+                    crate::ago(now_epoch_secs.saturating_sub(s.last))
+                },
+                s.project
+                    .as_deref()
+                    .map(|p| plain_text(project_name(p), PROJECT_MAX))
+                    .unwrap_or_else(|| "-".to_owned()),
+                plain_text(
+                    s.title
+                        .as_deref()
+                        .filter(|t| !t.trim().is_empty())
+                        .or(s.first_prompt.as_deref())
+                        .unwrap_or(""),
+                    TITLE_MAX,
+                ),
+            ],
         })
         .collect();
     let width = |col: usize| {
@@ -316,41 +469,70 @@ fn agent_rows(agents: &[AgentView], selected: usize, now_epoch_secs: u64) -> Vec
             .unwrap_or(0)
     };
     let widths = [width(0), width(1), width(2), width(3)];
-    let state_width = ordered
+    let state_width = rows
         .iter()
-        .map(|a| display_width(state_words(a.state)))
+        .map(|row| match row {
+            Row::Live(a) => display_width(state_words(a.state)),
+            Row::Past(_) => display_width(PAST_WORD),
+        })
         .max()
         .unwrap_or(0);
-    ordered
-        .iter()
+    rows.iter()
         .zip(cells)
         .enumerate()
-        .map(|(i, (agent, [name, harness, age, source, title]))| {
+        .map(|(i, (row, [name, harness, age, source, title]))| {
             let marker = if i == selected { "> " } else { "  " };
-            let state = format!(
-                "{} {}",
-                state_marker(agent.state),
-                pad_to(state_words(agent.state), state_width)
-            );
+            let (mark, word, style) = match row {
+                Row::Live(a) => (
+                    state_marker(a.state),
+                    state_words(a.state),
+                    state_style(a.state),
+                ),
+                Row::Past(_) => (PAST_MARK, PAST_WORD, DIM),
+            };
+            let state = format!("{mark} {}", pad_to(word, state_width));
             let name = pad_to(&name, widths[0]);
             let line = Line::default()
                 .styled(marker, BOLD)
-                .styled(state, state_style(agent.state))
+                .styled(state, style)
                 .plain("  ");
             let line = if i == selected {
                 line.styled(name, BOLD)
             } else {
                 line.plain(name)
             };
-            line.plain(format!(
+            let line = line.plain(format!(
                 "  {}  {age:>aw$}  {}  ",
                 pad_to(&harness, widths[1]),
                 pad_to(&source, widths[3]),
                 aw = widths[2],
-            ))
-            .styled(title, DIM)
+            ));
+            match row {
+                Row::Live(_) => line.styled(title, DIM),
+                Row::Past(s) => {
+                    let line = line.plain(title);
+                    match s.branch.as_deref().filter(|b| !b.trim().is_empty()) {
+                        Some(branch) => {
+                            line.styled(format!("  [{}]", plain_text(branch, BRANCH_MAX)), DIM)
+                        }
+                        None => line,
+                    }
+                }
+            }
         })
         .collect()
+}
+
+/// The command line that resumes past session `id` in zellij session `session` (the caller's
+/// when None): `volee sessions resume`, the id after `--` (it is never read as an option).
+pub fn resume_argv(volee_bin: &str, id: &str, session: Option<&str>) -> Vec<String> {
+    let host = match session {
+        Some(session) => format!("zellij:{session}"),
+        None => "zellij".to_owned(),
+    };
+    [volee_bin, "sessions", "resume", "--host", &host, "--", id]
+        .map(String::from)
+        .to_vec()
 }
 
 /// A key of the plugin pane, as the plugin translates zellij's (modifier keys are not passed).
@@ -361,6 +543,7 @@ pub enum Key {
     Enter,
     Esc,
     Backspace,
+    Tab,
     Char(char),
 }
 
@@ -371,8 +554,18 @@ pub enum UiAction {
     Focus { pane: u32 },
     /// Launch an agent: run [`launch_argv`] with the plugin's `volee` binary.
     Launch { harness: &'static str, text: String },
+    /// Resume a past session in this zellij session: run [`resume_argv`] with the plugin's
+    /// `volee` binary.
+    Resume { harness: String, id: String },
     /// Hide the plugin pane.
     Close,
+}
+
+/// A command the plugin ran for the pane, whose end it reports ([`Ui::command_finished`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ran {
+    Launch,
+    Resume,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -385,11 +578,12 @@ enum Mode {
     Prompt { harness: usize, text: String },
 }
 
-/// The plugin pane's state: the selected agent (kept by id, so it stays put when the list
-/// changes), the launch prompt, and a one-line message.
+/// The plugin pane's state: the selected row (kept by agent id or session, so it stays put when
+/// the lists change), the filter, the launch prompt, and a one-line message.
 #[derive(Debug, Clone, Default)]
 pub struct Ui {
-    selected_id: Option<String>,
+    selected: Option<RowKey>,
+    filter: String,
     mode: Mode,
     message: Option<String>,
 }
@@ -404,30 +598,59 @@ impl Ui {
         self.message = Some(message.into());
     }
 
+    /// The end of a command the plugin ran for a key: said on the message line, with the
+    /// command's stderr when it failed (`exit` None: ended by a signal).
+    pub fn command_finished(&mut self, ran: Ran, exit: Option<i32>, stderr: &str) {
+        let (done, doing) = match ran {
+            Ran::Launch => ("launched", "launch"),
+            Ran::Resume => ("resumed", "resume"),
+        };
+        self.message = Some(match exit {
+            Some(0) => done.to_owned(),
+            _ => {
+                let code = exit.map_or_else(|| "a signal".to_owned(), |c| c.to_string());
+                format!("{doing} failed ({code}): {}", stderr.trim())
+            }
+        });
+    }
+
     /// Is the launch prompt open (keys are text then)?
     pub fn is_prompting(&self) -> bool {
         self.mode != Mode::List
     }
 
-    /// Row of the selected agent in display order (0 when none is selected or it is gone).
-    pub fn selected_index(&self, agents: &[AgentView]) -> usize {
-        self.selected_id
-            .as_deref()
-            .and_then(|id| in_display_order(agents).iter().position(|a| a.id == id))
+    /// The filter typed so far.
+    pub fn filter(&self) -> &str {
+        &self.filter
+    }
+
+    /// Row of the selection among the rows the filter keeps (0 when none is selected or it is
+    /// gone).
+    pub fn selected_index(&self, agents: &[AgentView], past: &[PastSession]) -> usize {
+        self.index_in(&list_rows(agents, past, &self.filter))
+    }
+
+    fn index_in(&self, rows: &[Row]) -> usize {
+        self.selected
+            .as_ref()
+            .and_then(|key| rows.iter().position(|r| r.key() == *key))
             .unwrap_or(0)
     }
 
-    fn select(&mut self, agents: &[AgentView], index: usize) {
-        self.selected_id = in_display_order(agents).get(index).map(|a| a.id.clone());
-    }
-
-    /// Handles one key. `agents` is the latest list from the daemon; `local_panes` the terminal
-    /// panes of this zellij session's agents (the daemon's watch list): only those can be focused,
-    /// since a `terminal_N` of another session names some other pane here.
-    pub fn key(&mut self, key: Key, agents: &[AgentView], local_panes: &[u32]) -> Option<UiAction> {
+    /// Handles one key. `agents` is the latest list from the daemon, `past` its past sessions;
+    /// `local_panes` the terminal panes of this zellij session's agents (the daemon's watch
+    /// list): only those can be focused, since a `terminal_N` of another session names some
+    /// other pane here.
+    pub fn key(
+        &mut self,
+        key: Key,
+        agents: &[AgentView],
+        past: &[PastSession],
+        local_panes: &[u32],
+    ) -> Option<UiAction> {
         self.message = None;
         match std::mem::take(&mut self.mode) {
-            Mode::List => self.list_key(key, agents, local_panes),
+            Mode::List => self.list_key(key, agents, past, local_panes),
             Mode::PickHarness(index) => {
                 self.mode = match key {
                     Key::Up | Key::Char('k') => {
@@ -476,39 +699,76 @@ impl Ui {
         }
     }
 
+    /// The list's keys: text goes to the filter; ↑↓ move, Enter focuses an agent or resumes a
+    /// past session, Tab goes to the next agent that needs you, `+` (on an empty filter) opens
+    /// the launch prompt, Esc clears the filter, then closes the pane.
     fn list_key(
         &mut self,
         key: Key,
         agents: &[AgentView],
+        past: &[PastSession],
         local_panes: &[u32],
     ) -> Option<UiAction> {
-        let current = self.selected_index(agents);
+        let rows = list_rows(agents, past, &self.filter);
+        let current = self.index_in(&rows);
+        let select = |ui: &mut Ui, index: usize| {
+            ui.selected = rows.get(index).map(Row::key);
+        };
         match key {
-            Key::Up | Key::Char('k') => {
-                self.select(agents, current.saturating_sub(1));
+            Key::Up => {
+                select(self, current.saturating_sub(1));
                 None
             }
-            Key::Down | Key::Char('j') => {
-                self.select(agents, (current + 1).min(agents.len().saturating_sub(1)));
+            Key::Down => {
+                select(self, (current + 1).min(rows.len().saturating_sub(1)));
                 None
             }
-            Key::Enter => {
-                let agent = in_display_order(agents).get(current).copied()?;
-                self.focus(agent, local_panes)
-            }
-            Key::Char('n') => {
-                let Some(agent) = next_needing_you(agents, self.selected_id.as_deref()) else {
+            Key::Enter => match rows.get(current).copied()? {
+                Row::Live(agent) => self.focus(agent, local_panes),
+                Row::Past(session) => {
+                    select(self, current);
+                    self.message = Some(format!(
+                        "resuming {} session {}…",
+                        plain_text(&session.harness, HARNESS_MAX),
+                        plain_text(&session.id, NAME_MAX)
+                    ));
+                    Some(UiAction::Resume {
+                        harness: session.harness.clone(),
+                        id: session.id.clone(),
+                    })
+                }
+            },
+            Key::Tab => {
+                let after = match &self.selected {
+                    Some(RowKey::Agent(id)) => Some(id.as_str()),
+                    _ => None,
+                };
+                let Some(agent) = next_needing_you(agents, after) else {
                     self.message = Some("no agent needs you".into());
                     return None;
                 };
-                self.selected_id = Some(agent.id.clone());
+                // It may not match the filter: the filter goes, so the selection shows.
+                self.filter.clear();
+                self.selected = Some(RowKey::Agent(agent.id.clone()));
                 self.focus(agent, local_panes)
             }
-            Key::Char('l') => {
+            Key::Esc if !self.filter.is_empty() => {
+                self.filter.clear();
+                None
+            }
+            Key::Esc => Some(UiAction::Close),
+            Key::Backspace => {
+                self.filter.pop();
+                None
+            }
+            Key::Char('+') if self.filter.is_empty() => {
                 self.mode = Mode::PickHarness(0);
                 None
             }
-            Key::Esc | Key::Char('q') => Some(UiAction::Close),
+            Key::Char(c) if !c.is_control() && self.filter.chars().count() < FILTER_MAX => {
+                self.filter.push(c);
+                None
+            }
             _ => None,
         }
     }
@@ -527,11 +787,14 @@ impl Ui {
         }
     }
 
-    /// The pane's lines: the launch prompt when open, else the agent list; `agents` is `None`
-    /// until the daemon first sent them; `notice` (missing permissions) replaces the list.
+    /// The pane's lines: the launch prompt when open, else the list (agents, then past
+    /// sessions); `agents` is `None` until the daemon first sent them; `notice` (missing
+    /// permissions) replaces the list.
+    #[allow(clippy::too_many_arguments)]
     pub fn lines(
         &self,
         agents: Option<&[AgentView]>,
+        past: &[PastSession],
         notice: Option<&str>,
         rows: usize,
         cols: usize,
@@ -613,15 +876,17 @@ impl Ui {
                         ),
                         footer(),
                     ]),
-                    Some(agents) => list_lines(
-                        agents,
-                        self.selected_index(agents),
-                        rows,
-                        cols,
-                        now_epoch_secs,
-                        color,
-                        self.message.as_deref(),
-                    ),
+                    Some(agents) => {
+                        let list = list_rows(agents, past, &self.filter);
+                        ListView {
+                            agents,
+                            rows: &list,
+                            selected: self.index_in(&list),
+                            filter: &self.filter,
+                            message: self.message.as_deref(),
+                        }
+                        .lines(rows, cols, now_epoch_secs, color)
+                    }
                 }
             }
         }
@@ -663,7 +928,7 @@ mod tests {
                 "  ● needs you  fix-auth  claude   5m  hooks",
                 "> ▶ working    builder   claude  10s  hooks  Running tests",
                 "  ✓ done       docs      claude  10m  hooks",
-                "↑↓/jk select  enter focus  n next needing you  l launch  q close",
+                "type to filter  ↑↓ select  enter go  tab needs you  + launch  esc close",
             ]
         );
     }
@@ -760,16 +1025,17 @@ mod tests {
     #[test]
     fn empty_and_waiting_screens() {
         let ui = Ui::default();
-        let waiting = ui.lines(None, None, 10, 80, NOW, false);
+        let waiting = ui.lines(None, &[], None, 10, 80, NOW, false);
         assert_eq!(
             waiting[1],
             "waiting for volee (is the daemon running? volee ls)"
         );
-        let none = ui.lines(Some(&[]), None, 10, 80, NOW, false);
+        let none = ui.lines(Some(&[]), &[], None, 10, 80, NOW, false);
         assert_eq!(none[0], "volee  no agents");
-        assert_eq!(none[1], "  press l to launch an agent");
+        assert_eq!(none[1], "  press + to launch an agent");
         let denied = ui.lines(
             Some(&agents()),
+            &[],
             Some("permissions not granted"),
             10,
             80,
@@ -783,42 +1049,42 @@ mod tests {
     fn keys_move_the_selection_and_focus_local_panes() {
         let agents = agents();
         let mut ui = Ui::default();
-        assert_eq!(ui.selected_index(&agents), 0);
-        assert_eq!(ui.key(Key::Down, &agents, &[1, 2]), None);
-        assert_eq!(ui.key(Key::Char('j'), &agents, &[1, 2]), None);
-        assert_eq!(ui.key(Key::Down, &agents, &[1, 2]), None);
-        assert_eq!(ui.selected_index(&agents), 2);
-        assert_eq!(ui.key(Key::Char('k'), &agents, &[1, 2]), None);
-        assert_eq!(ui.selected_index(&agents), 1);
+        assert_eq!(ui.selected_index(&agents, &[]), 0);
+        assert_eq!(ui.key(Key::Down, &agents, &[], &[1, 2]), None);
+        assert_eq!(ui.key(Key::Down, &agents, &[], &[1, 2]), None);
+        assert_eq!(ui.key(Key::Down, &agents, &[], &[1, 2]), None);
+        assert_eq!(ui.selected_index(&agents, &[]), 2);
+        assert_eq!(ui.key(Key::Up, &agents, &[], &[1, 2]), None);
+        assert_eq!(ui.selected_index(&agents, &[]), 1);
         assert_eq!(
-            ui.key(Key::Enter, &agents, &[1, 2]),
+            ui.key(Key::Enter, &agents, &[], &[1, 2]),
             Some(UiAction::Focus { pane: 2 })
         );
         // The selection follows the agent when the order changes.
         let mut reordered = agents.clone();
         reordered[0].state = NeedsYou;
         reordered[0].state_since = "2025-01-01T00:00:00Z".into();
-        assert_eq!(ui.selected_index(&reordered), 0);
+        assert_eq!(ui.selected_index(&reordered, &[]), 0);
         // A pane the daemon did not list for this session is not focused.
-        assert_eq!(ui.key(Key::Enter, &agents, &[1]), None);
-        let shown = ui.lines(Some(&agents), None, 10, 100, NOW, false);
+        assert_eq!(ui.key(Key::Enter, &agents, &[], &[1]), None);
+        let shown = ui.lines(Some(&agents), &[], None, 10, 100, NOW, false);
         assert!(
             shown.contains(&"builder is not in this zellij session: volee attach w".to_owned()),
             "{shown:?}"
         );
-        ui.key(Key::Char('k'), &agents, &[]);
-        ui.key(Key::Char('k'), &agents, &[]);
+        ui.key(Key::Up, &agents, &[], &[]);
+        ui.key(Key::Up, &agents, &[], &[]);
         assert_eq!(
-            ui.key(Key::Enter, &agents, &[1]),
+            ui.key(Key::Enter, &agents, &[], &[1]),
             Some(UiAction::Focus { pane: 1 })
         );
-        assert_eq!(ui.key(Key::Char('q'), &agents, &[]), Some(UiAction::Close));
-        assert_eq!(ui.key(Key::Esc, &[], &[]), Some(UiAction::Close));
-        assert_eq!(ui.key(Key::Enter, &[], &[]), None);
+        assert_eq!(ui.key(Key::Esc, &agents, &[], &[]), Some(UiAction::Close));
+        assert_eq!(ui.key(Key::Esc, &[], &[], &[]), Some(UiAction::Close));
+        assert_eq!(ui.key(Key::Enter, &[], &[], &[]), None);
     }
 
     #[test]
-    fn n_jumps_to_the_next_agent_needing_you() {
+    fn tab_jumps_to_the_next_agent_needing_you() {
         let mut agents = agents();
         agents.push(in_zellij(
             agent("m", "migrate", NeedsYou, "2025-01-01T00:08:00Z"),
@@ -827,49 +1093,52 @@ mod tests {
         let mut ui = Ui::default();
         let local = [1, 2, 5];
         assert_eq!(
-            ui.key(Key::Char('n'), &agents, &local),
+            ui.key(Key::Tab, &agents, &[], &local),
             Some(UiAction::Focus { pane: 1 })
         );
         assert_eq!(
-            ui.key(Key::Char('n'), &agents, &local),
+            ui.key(Key::Tab, &agents, &[], &local),
             Some(UiAction::Focus { pane: 5 })
         );
-        assert_eq!(ui.selected_index(&agents), 1);
+        assert_eq!(ui.selected_index(&agents, &[]), 1);
         assert_eq!(
-            ui.key(Key::Char('n'), &agents, &local),
+            ui.key(Key::Tab, &agents, &[], &local),
             Some(UiAction::Focus { pane: 1 })
         );
         let calm = [agent("i", "i", Idle, "2025-01-01T00:00:00Z")];
-        assert_eq!(ui.key(Key::Char('n'), &calm, &local), None);
+        assert_eq!(ui.key(Key::Tab, &calm, &[], &local), None);
         assert!(ui
-            .lines(Some(&calm), None, 5, 80, NOW, false)
+            .lines(Some(&calm), &[], None, 5, 80, NOW, false)
             .contains(&"no agent needs you".to_owned()));
     }
 
     #[test]
     fn launch_prompt_picks_a_harness_then_takes_text() {
         let mut ui = Ui::default();
-        assert_eq!(ui.key(Key::Char('l'), &[], &[]), None);
+        assert_eq!(ui.key(Key::Char('+'), &[], &[], &[]), None);
         assert!(ui.is_prompting());
-        let pick = ui.lines(Some(&[]), None, 10, 80, NOW, false);
+        let pick = ui.lines(Some(&[]), &[], None, 10, 80, NOW, false);
         assert_eq!(pick[1], "> generic");
-        ui.key(Key::Down, &[], &[]);
-        assert_eq!(ui.lines(Some(&[]), None, 10, 80, NOW, false)[2], "> claude");
-        ui.key(Key::Enter, &[], &[]);
+        ui.key(Key::Down, &[], &[], &[]);
+        assert_eq!(
+            ui.lines(Some(&[]), &[], None, 10, 80, NOW, false)[2],
+            "> claude"
+        );
+        ui.key(Key::Enter, &[], &[], &[]);
         for c in "fix q\x07".chars() {
             // `q` and `n` are text here, controls are dropped.
-            assert_eq!(ui.key(Key::Char(c), &[], &[]), None);
+            assert_eq!(ui.key(Key::Char(c), &[], &[], &[]), None);
         }
-        ui.key(Key::Backspace, &[], &[]);
-        ui.key(Key::Char('n'), &[], &[]);
-        let prompt = ui.lines(Some(&[]), None, 10, 80, NOW, false);
+        ui.key(Key::Backspace, &[], &[], &[]);
+        ui.key(Key::Char('n'), &[], &[], &[]);
+        let prompt = ui.lines(Some(&[]), &[], None, 10, 80, NOW, false);
         assert_eq!(
             prompt[0],
             "volee  launch claude: first prompt (may be empty)"
         );
         assert_eq!(prompt[1], "> fix n_");
         assert_eq!(
-            ui.key(Key::Enter, &[], &[]),
+            ui.key(Key::Enter, &[], &[], &[]),
             Some(UiAction::Launch {
                 harness: "claude",
                 text: "fix n".into()
@@ -877,34 +1146,34 @@ mod tests {
         );
         assert!(!ui.is_prompting());
         // Esc backs out of both steps without closing the pane.
-        ui.key(Key::Char('l'), &[], &[]);
-        assert_eq!(ui.key(Key::Esc, &[], &[]), None);
+        ui.key(Key::Char('+'), &[], &[], &[]);
+        assert_eq!(ui.key(Key::Esc, &[], &[], &[]), None);
         assert!(!ui.is_prompting());
-        ui.key(Key::Char('l'), &[], &[]);
-        ui.key(Key::Up, &[], &[]);
-        ui.key(Key::Enter, &[], &[]);
+        ui.key(Key::Char('+'), &[], &[], &[]);
+        ui.key(Key::Up, &[], &[], &[]);
+        ui.key(Key::Enter, &[], &[], &[]);
         assert_eq!(
-            ui.lines(Some(&[]), None, 10, 80, NOW, false)[0],
+            ui.lines(Some(&[]), &[], None, 10, 80, NOW, false)[0],
             "volee  launch volee: first prompt (may be empty)"
         );
-        assert_eq!(ui.key(Key::Esc, &[], &[]), None);
+        assert_eq!(ui.key(Key::Esc, &[], &[], &[]), None);
         assert!(!ui.is_prompting());
         // generic needs a command line.
-        ui.key(Key::Char('l'), &[], &[]);
-        ui.key(Key::Enter, &[], &[]);
-        assert_eq!(ui.key(Key::Enter, &[], &[]), None);
+        ui.key(Key::Char('+'), &[], &[], &[]);
+        ui.key(Key::Enter, &[], &[], &[]);
+        assert_eq!(ui.key(Key::Enter, &[], &[], &[]), None);
         assert!(ui.is_prompting());
     }
 
     #[test]
     fn long_prompt_shows_its_end() {
         let mut ui = Ui::default();
-        ui.key(Key::Char('l'), &[], &[]);
-        ui.key(Key::Enter, &[], &[]);
+        ui.key(Key::Char('+'), &[], &[], &[]);
+        ui.key(Key::Enter, &[], &[], &[]);
         for c in "echo 0123456789abcdefghij".chars() {
-            ui.key(Key::Char(c), &[], &[]);
+            ui.key(Key::Char(c), &[], &[], &[]);
         }
-        let lines = ui.lines(Some(&[]), None, 5, 12, NOW, false);
+        let lines = ui.lines(Some(&[]), &[], None, 5, 12, NOW, false);
         assert_eq!(lines[1], "> bcdefghij_");
         assert!(lines.iter().all(|l| display_width(l) <= 12));
     }
@@ -1019,5 +1288,332 @@ mod tests {
         let agents = agents();
         assert_eq!(zellij_pane(&agents[0]), Some(2));
         assert_eq!(zellij_pane(&agents[2]), None);
+    }
+
+    fn session(id: &str, title: &str, project: &str, branch: &str, ago: u64) -> PastSession {
+        PastSession {
+            harness: "codex".into(),
+            id: id.into(),
+            title: Some(title.into()),
+            first_prompt: None,
+            project: Some(project.into()),
+            branch: Some(branch.into()),
+            last: NOW - ago,
+        }
+    }
+
+    /// Three past sessions, not in time order: `login` (2 h), `export` (3 d, a first prompt and
+    /// no title), `old` (Claude's, 9 d).
+    fn past() -> Vec<PastSession> {
+        let mut export = session("0199bbbb-2222", "", "/srv/shop", "feature/csv", 3 * 86_400);
+        export.title = None;
+        export.first_prompt = Some("Add the CSV export\nto the orders page".into());
+        let mut old = session(
+            "d4a8abe5-742d",
+            "conformance",
+            "/tmp/work",
+            "HEAD",
+            9 * 86_400,
+        );
+        old.harness = "claude".into();
+        vec![
+            export,
+            session(
+                "0199aaaa-1111",
+                "fix the login bug",
+                "/home/u/src/app",
+                "main",
+                7_200,
+            ),
+            old,
+        ]
+    }
+
+    fn shown(ui: &Ui, agents: &[AgentView], past: &[PastSession], cols: usize) -> Vec<String> {
+        ui.lines(Some(agents), past, None, 20, cols, NOW, false)
+    }
+
+    #[test]
+    fn past_sessions_follow_the_agents_newest_first() {
+        let ui = Ui::default();
+        let lines = shown(&ui, &agents(), &past(), 100);
+        assert_eq!(
+            lines,
+            [
+                "volee  ● 1 needs you  ▶ 1 working  ✓ 1 done",
+                "> ● needs you  fix-auth  claude   5m  hooks  ",
+                "  ▶ working    builder   claude  10s  hooks  Running tests",
+                "  ✓ done       docs      claude  10m  hooks",
+                "  ↺ past       0199aaaa  codex    2h  app    fix the login bug  [main]",
+                "  ↺ past       0199bbbb  codex    3d  shop   Add the CSV export to the orders page  [feature/csv]",
+                "  ↺ past       d4a8abe5  claude   9d  work   conformance  [HEAD]",
+                "type to filter  ↑↓ select  enter go  tab needs you  + launch  esc close",
+            ]
+            .map(|l| l.trim_end().to_owned())
+        );
+        // Past rows are dim in colour; agents keep their state's colour.
+        let coloured = ui.lines(Some(&agents()), &past(), None, 20, 100, NOW, true);
+        assert!(coloured[4].contains("\x1b[2m↺ past"), "{:?}", coloured[4]);
+    }
+
+    #[test]
+    fn a_session_live_now_shows_as_its_agent_only() {
+        let past = past();
+        let mut agents = agents();
+        // builder holds Claude's old session live: listed once, as builder.
+        agents[0].harness = "claude".into();
+        agents[0].session_id = Some("d4a8abe5-742d".into());
+        // docs is done: its session is past, and resumable.
+        agents[2].session_id = Some("0199aaaa-1111".into());
+        agents[2].harness = "codex".into();
+        let lines = shown(&Ui::default(), &agents, &past, 100).join("\n");
+        assert!(!lines.contains("d4a8abe5"), "{lines}");
+        assert!(lines.contains("0199aaaa"), "{lines}");
+        // The same id under another harness is another session.
+        agents[0].harness = "qwen".into();
+        let lines = shown(&Ui::default(), &agents, &past, 100).join("\n");
+        assert!(lines.contains("d4a8abe5"), "{lines}");
+    }
+
+    #[test]
+    fn typing_filters_on_title_prompt_project_branch_and_harness() {
+        let agents = agents();
+        let past = past();
+        let mut ui = Ui::default();
+        let typed = |ui: &mut Ui, text: &str| {
+            while !ui.filter().is_empty() {
+                ui.key(Key::Backspace, &agents, &past, &[]);
+            }
+            for c in text.chars() {
+                assert_eq!(ui.key(Key::Char(c), &agents, &past, &[]), None);
+            }
+            let lines = shown(ui, &agents, &past, 120);
+            lines[2..lines.len() - 1].to_vec()
+        };
+        let rows = typed(&mut ui, "LOGIN");
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert!(rows[0].contains("0199aaaa"), "{rows:?}");
+        assert!(typed(&mut ui, "csv export")[0].contains("0199bbbb"));
+        assert!(
+            typed(&mut ui, "orders")[0].contains("0199bbbb"),
+            "the first prompt"
+        );
+        assert!(
+            typed(&mut ui, "srv/shop")[0].contains("0199bbbb"),
+            "the project"
+        );
+        assert!(typed(&mut ui, "head")[0].contains("d4a8abe5"), "the branch");
+        let claude = typed(&mut ui, "claude");
+        assert_eq!(claude.len(), 4, "three agents and one session: {claude:?}");
+        // Agents filter too, by name, state, directory.
+        assert_eq!(
+            typed(&mut ui, "needs")[0].trim_start_matches("> "),
+            "● needs you  fix-auth  claude  5m  hooks"
+        );
+        let none = typed(&mut ui, "nowhere");
+        assert_eq!(none, ["  nothing matches (esc clears the filter)"]);
+        // The filter shows under the header, with what it keeps.
+        typed(&mut ui, "login");
+        let lines = shown(&ui, &agents, &past, 120);
+        assert_eq!(lines[1], "filter: login_  1 shown");
+        // `+`, `q`, `j` are text once filtering; Esc clears, then closes.
+        assert_eq!(ui.key(Key::Char('+'), &agents, &past, &[]), None);
+        assert!(!ui.is_prompting());
+        assert_eq!(ui.filter(), "login+");
+        assert_eq!(ui.key(Key::Esc, &agents, &past, &[]), None);
+        assert_eq!(ui.filter(), "");
+        assert_eq!(ui.key(Key::Char('q'), &agents, &past, &[]), None);
+        assert_eq!(ui.filter(), "q");
+        ui.key(Key::Esc, &agents, &past, &[]);
+        assert_eq!(ui.key(Key::Esc, &agents, &past, &[]), Some(UiAction::Close));
+    }
+
+    #[test]
+    fn enter_on_a_past_session_resumes_it() {
+        let agents = agents();
+        let past = past();
+        let mut ui = Ui::default();
+        // Down past the three agents to the newest session.
+        for _ in 0..3 {
+            ui.key(Key::Down, &agents, &past, &[1, 2]);
+        }
+        assert_eq!(ui.selected_index(&agents, &past), 3);
+        assert_eq!(
+            ui.key(Key::Enter, &agents, &past, &[1, 2]),
+            Some(UiAction::Resume {
+                harness: "codex".into(),
+                id: "0199aaaa-1111".into()
+            })
+        );
+        let lines = shown(&ui, &agents, &past, 120);
+        assert!(
+            lines.contains(&"resuming codex session 0199aaaa-1111…".to_owned()),
+            "{lines:?}"
+        );
+        // Filtered to one session, Enter resumes that one; the selection stays on it when the
+        // lists change.
+        for c in "d4a8".chars() {
+            ui.key(Key::Char(c), &agents, &past, &[]);
+        }
+        assert_eq!(
+            ui.key(Key::Enter, &agents, &past, &[]),
+            Some(UiAction::Resume {
+                harness: "claude".into(),
+                id: "d4a8abe5-742d".into()
+            })
+        );
+        ui.key(Key::Esc, &agents, &past, &[]);
+        assert_eq!(ui.selected_index(&agents, &past), 5);
+        let mut fewer = past.clone();
+        fewer.remove(0);
+        assert_eq!(ui.selected_index(&agents, &fewer), 4);
+        // Its end is said on the message line, a failure with the command's stderr.
+        ui.command_finished(Ran::Resume, Some(0), "");
+        assert!(shown(&ui, &agents, &past, 120).contains(&"resumed".to_owned()));
+        ui.command_finished(
+            Ran::Resume,
+            Some(2),
+            "error: the session's project directory /tmp/work is gone\n",
+        );
+        let lines = shown(&ui, &agents, &past, 120);
+        assert!(
+            lines.contains(
+                &"resume failed (2): error: the session's project directory /tmp/work is gone"
+                    .to_owned()
+            ),
+            "{lines:?}"
+        );
+        ui.command_finished(Ran::Launch, None, "killed");
+        assert!(shown(&ui, &agents, &past, 120)
+            .contains(&"launch failed (a signal): killed".to_owned()));
+    }
+
+    #[test]
+    fn tab_goes_to_the_agent_needing_you_whatever_the_filter() {
+        let agents = agents();
+        let past = past();
+        let mut ui = Ui::default();
+        for c in "login".chars() {
+            ui.key(Key::Char(c), &agents, &past, &[]);
+        }
+        assert_eq!(
+            ui.key(Key::Tab, &agents, &past, &[1, 2]),
+            Some(UiAction::Focus { pane: 1 })
+        );
+        assert_eq!(ui.filter(), "");
+        assert_eq!(ui.selected_index(&agents, &past), 0);
+    }
+
+    #[test]
+    fn resume_command_line() {
+        assert_eq!(
+            resume_argv("/usr/bin/volee", "d4a8abe5", Some("work")),
+            [
+                "/usr/bin/volee",
+                "sessions",
+                "resume",
+                "--host",
+                "zellij:work",
+                "--",
+                "d4a8abe5"
+            ]
+        );
+        // An id is never an option, whatever it looks like.
+        let argv = resume_argv("volee", "--help", None);
+        assert_eq!(argv[4], "zellij");
+        assert_eq!(argv[5..], ["--", "--help"]);
+    }
+
+    /// Agent-controlled text of a past session (title, prompt, project, branch, even its id)
+    /// reaches the pane as text: no escape sequence, no control character of its own.
+    #[test]
+    fn hostile_session_text_is_rendered_as_text() {
+        let evil = PastSession {
+            harness: "codex\x1b[5m".into(),
+            id: "0199\x1b[2J".into(),
+            title: Some("\x1b]0;pwned\x07\r\nred\u{202e}x".into()),
+            first_prompt: Some("\x1b[31mprompt".into()),
+            project: Some("/tmp/\x1b[1mproj\x07".into()),
+            branch: Some("br\x1b[7manch\n".into()),
+            last: NOW,
+        };
+        for color in [false, true] {
+            let lines = Ui::default().lines(
+                Some(&[]),
+                std::slice::from_ref(&evil),
+                None,
+                10,
+                200,
+                NOW,
+                color,
+            );
+            let text = lines.join("\n").replace("\x1b[0m", "");
+            // Only our own SGR sequences (ESC [ digits ; m) may carry ESC.
+            let stripped: String = text
+                .split('\x1b')
+                .enumerate()
+                .map(|(i, part)| {
+                    if i == 0 {
+                        return part.to_owned();
+                    }
+                    let (sgr, rest) = part.split_once('m').unwrap_or(("", part));
+                    assert!(
+                        sgr.starts_with('[')
+                            && sgr[1..].chars().all(|c| c.is_ascii_digit() || c == ';'),
+                        "a foreign sequence: {part:?}"
+                    );
+                    rest.to_owned()
+                })
+                .collect();
+            assert!(
+                !stripped
+                    .chars()
+                    .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+                "{text:?}"
+            );
+            assert!(stripped.contains("]0;pwned red"), "{stripped:?}");
+            assert!(stripped.contains("[1mproj"), "{stripped:?}");
+            assert!(stripped.contains("[br[7manch]"), "{stripped:?}");
+            assert!(stripped.contains("0199[2J"), "{stripped:?}");
+        }
+    }
+
+    #[test]
+    fn past_rows_fit_narrow_panes() {
+        let agents = agents();
+        let past = past();
+        let mut ui = Ui::default();
+        for cols in [0, 1, 5, 17, 30, 50] {
+            for rows in [0, 1, 2, 3, 4, 6, 12] {
+                for color in [false, true] {
+                    let lines = ui.lines(Some(&agents), &past, None, rows, cols, NOW, color);
+                    assert!(lines.len() <= rows, "{rows}x{cols}: {lines:?}");
+                    if !color {
+                        for line in &lines {
+                            assert!(display_width(line) <= cols, "{cols}: {line:?}");
+                        }
+                    }
+                }
+            }
+        }
+        // At 50 columns (a phone over ssh) a past row still shows its title's start.
+        for c in "login".chars() {
+            ui.key(Key::Char(c), &agents, &past, &[]);
+        }
+        let lines = ui.lines(Some(&agents), &past, None, 8, 50, NOW, false);
+        assert_eq!(
+            lines[2],
+            "> ↺ past  0199aaaa  codex  2h  app  fix the login…"
+        );
+        // The selected past row stays in view when the pane is short.
+        ui.key(Key::Esc, &agents, &past, &[]);
+        for _ in 0..5 {
+            ui.key(Key::Down, &agents, &past, &[]);
+        }
+        let short = ui.lines(Some(&agents), &past, None, 4, 60, NOW, false);
+        assert!(
+            short[2].starts_with("> ↺ past") && short[2].contains("d4a8abe5"),
+            "{short:?}"
+        );
     }
 }

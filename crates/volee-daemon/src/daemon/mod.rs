@@ -135,6 +135,9 @@ enum Msg {
         id: String,
         version: String,
     },
+    /// The newest past sessions changed (the history thread read the index): the zellij
+    /// plugins list them.
+    PastSessions(Vec<volee_protocol::zellij::PastSession>),
     Shutdown,
 }
 
@@ -245,8 +248,12 @@ impl Daemon {
         let sources = crate::sources::Sources::new(std::sync::Arc::new(move |msg| {
             let _ = source_tx.send(Msg::Source(msg));
         }));
+        let history_tx = tx.clone();
+        let on_sessions = Box::new(move |sessions| {
+            let _ = history_tx.send(Msg::PastSessions(sessions));
+        });
         Daemon {
-            history: crate::history::History::start(&paths),
+            history: crate::history::History::start(&paths, on_sessions),
             screens: Screens::new(paths.config_dir.clone()),
             hosts: Hosts::new(TmuxHost::new(conn_tx), zellij),
             sources,
@@ -439,6 +446,7 @@ impl Daemon {
             Msg::EscalateStop { id } => self.escalate_stop(&id),
             Msg::Source(msg) => self.sources.on_msg(&mut self.registry, msg, now_ms()),
             Msg::VersionRead { id, version } => self.on_version(&id, version),
+            Msg::PastSessions(sessions) => self.hosts.zellij.show_sessions(sessions),
             Msg::Shutdown => {}
         }
     }

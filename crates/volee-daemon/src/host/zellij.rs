@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use volee_core::{Millis, Registry};
-use volee_protocol::zellij::PluginEvent;
+use volee_protocol::zellij::{PastSession, PluginEvent};
 use volee_protocol::{AgentView, Host};
 use volee_zellij::{ZellijCli, ZellijError};
 
@@ -62,6 +62,9 @@ pub struct ZellijHost {
     /// Each pane's process as the plugins listed it (a pane is listed before its agent is
     /// recorded, and a hidden pane is not listed again).
     pids: HashMap<(String, ZellijPane), u32>,
+    /// The past sessions the plugins list (the index's newest, from the daemon's history
+    /// thread); `None` before its first read.
+    past: Option<Vec<PastSession>>,
 }
 
 /// A zellij agent's screen, as it can be had now.
@@ -186,6 +189,7 @@ impl ZellijHost {
             pids: HashMap::new(),
             confirming: HashSet::new(),
             read_at: HashMap::new(),
+            past: None,
         }
     }
 
@@ -301,6 +305,15 @@ impl ZellijHost {
         }
     }
 
+    /// The past sessions for the plugins' pane (newest first, bounded): sent to the plugins
+    /// connected now when they changed, kept for those that connect later.
+    pub fn show_sessions(&mut self, sessions: Vec<PastSession>) {
+        for watch in self.watches.values_mut().filter(|w| w.plugin_alive()) {
+            watch.send_sessions(&sessions);
+        }
+        self.past = Some(sessions);
+    }
+
     pub fn is_empty(&self) -> bool {
         self.watches.is_empty()
     }
@@ -358,6 +371,10 @@ impl ZellijHost {
                 tracing::info!("zellij session {session:?}: volee plugin {plugin_id} connected");
                 if let Some(w) = self.watches.get_mut(session) {
                     w.plugin_hello();
+                    // The agents follow at the actor's next flush.
+                    if let Some(past) = &self.past {
+                        w.send_sessions(past);
+                    }
                 }
                 vec![HostEvent::PluginHello(session.to_string())]
             }

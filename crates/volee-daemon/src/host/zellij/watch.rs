@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use volee_protocol::zellij::{PluginCommand, PluginEvent, PIPE_VERSION};
+use volee_protocol::zellij::{PastSession, PluginCommand, PluginEvent, PIPE_VERSION};
 use volee_zellij::{ListedPane, ZellijCli};
 
 /// At most one `Read` command per session in this long: a busy agent in a hidden tab settles
@@ -53,11 +53,15 @@ pub struct ZellijWatch {
     watched: Arc<Mutex<BTreeSet<u32>>>,
     /// The last `Agents` command sent to the plugins (to send only changes).
     last_agents: String,
+    /// The last `Sessions` command sent to the plugins (to send only changes).
+    last_sessions: String,
     /// A plugin of another protocol version answered: its version and what to do.
     mismatch: Option<(u32, String)>,
     /// The newest `Agents` command for the plugins; one task sends it, skipping any that a newer
     /// one replaced while a send was under way.
     agents_tx: tokio::sync::watch::Sender<Option<PluginCommand>>,
+    /// The newest `Sessions` command, sent the same way by a task of its own.
+    sessions_tx: tokio::sync::watch::Sender<Option<PluginCommand>>,
     /// Panes to read now ([`PluginCommand::Read`], batched and paced by one task).
     read_tx: mpsc::UnboundedSender<u32>,
     tasks: Vec<JoinHandle<()>>,
@@ -84,7 +88,9 @@ impl ZellijWatch {
             tx,
         ));
         let (agents_tx, agents_rx) = tokio::sync::watch::channel(None);
-        let sender = tokio::spawn(agents_task(cli.clone(), agents_rx));
+        let sender = tokio::spawn(newest_command_task(cli.clone(), agents_rx));
+        let (sessions_tx, sessions_rx) = tokio::sync::watch::channel(None);
+        let sessions_sender = tokio::spawn(newest_command_task(cli.clone(), sessions_rx));
         let (read_tx, read_rx) = mpsc::unbounded_channel();
         let reader = tokio::spawn(reads_task(cli.clone(), read_rx));
         ZellijWatch {
@@ -92,10 +98,12 @@ impl ZellijWatch {
             plugin_alive,
             watched,
             last_agents: String::new(),
+            last_sessions: String::new(),
             mismatch: None,
             agents_tx,
+            sessions_tx,
             read_tx,
-            tasks: vec![stream, fallback, sender, reader],
+            tasks: vec![stream, fallback, sender, sessions_sender, reader],
         }
     }
 
@@ -117,6 +125,22 @@ impl ZellijWatch {
         self.agents_tx.send_replace(Some(command));
     }
 
+    /// Have the plugins list these past sessions, when that changed (the newest list wins).
+    pub fn send_sessions(&mut self, sessions: &[PastSession]) {
+        let command = PluginCommand::Sessions {
+            version: PIPE_VERSION,
+            sessions: sessions.to_vec(),
+        };
+        let Ok(json) = serde_json::to_string(&command) else {
+            return;
+        };
+        if json == self.last_sessions {
+            return;
+        }
+        self.last_sessions = json;
+        self.sessions_tx.send_replace(Some(command));
+    }
+
     /// Have the plugins read `pane` (screen, title, exit) and answer on the stream.
     pub fn read(&self, pane: u32) {
         let _ = self.read_tx.send(pane);
@@ -127,9 +151,10 @@ impl ZellijWatch {
         self.plugin_alive.load(Ordering::SeqCst)
     }
 
-    /// A plugin (re)connected: it must be told the agents again.
+    /// A plugin (re)connected: it must be told the agents and the past sessions again.
     pub fn plugin_hello(&mut self) {
         self.last_agents.clear();
+        self.last_sessions.clear();
         self.mismatch = None;
     }
 
@@ -341,13 +366,19 @@ async fn reads_task(cli: ZellijCli, mut rx: mpsc::UnboundedReceiver<u32>) {
     }
 }
 
-/// Sends the newest `Agents` command to the plugins, one `zellij pipe` at a time.
-async fn agents_task(cli: ZellijCli, mut rx: tokio::sync::watch::Receiver<Option<PluginCommand>>) {
+/// Sends the newest command of its kind (`Agents`, `Sessions`) to the plugins, one `zellij pipe`
+/// at a time; one replaced while a send was under way is never sent.
+async fn newest_command_task(
+    cli: ZellijCli,
+    mut rx: tokio::sync::watch::Receiver<Option<PluginCommand>>,
+) {
     while rx.changed().await.is_ok() {
         let command = rx.borrow_and_update().clone();
         if let Some(command) = command {
             if let Err(e) = cli.pipe_command(&command).await {
-                tracing::debug!("zellij pipe to the plugin: {e}");
+                // The error names the command line, whose JSON can be long (the sessions).
+                let said: String = e.to_string().chars().take(300).collect();
+                tracing::debug!("zellij pipe to the plugin: {said}");
             }
         }
     }
