@@ -3,8 +3,9 @@
 //! file (alone, and as part of a whole rescan), searches, and the listing.
 //!
 //! `cargo bench -p volee-history --bench index` (env: CORPUS_MB=1024, SESSIONS=10000,
-//! SEARCHES=200). The corpus is written to a temporary directory and removed after, or to
-//! CORPUS_DIR and kept (with its index at CORPUS_DIR/volee/state/sessions.db).
+//! SEARCHES=200, REFRESHES=20: how many times one file grows by a line and is read again). The
+//! corpus is written to a temporary directory and removed after, or to CORPUS_DIR and kept
+//! (with its index at CORPUS_DIR/volee/state/sessions.db).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -177,6 +178,75 @@ fn write_session(home: &Path, harness: &str, n: usize, bytes: usize, rng: &mut R
     path
 }
 
+/// The WAL's state from the shared-memory index: (frames in the log, frames copied back to the
+/// database).
+fn wal_frames(db: &Path) -> (u32, u32) {
+    let mut shm = db.as_os_str().to_owned();
+    shm.push("-shm");
+    let bytes = std::fs::read(PathBuf::from(shm)).unwrap_or_default();
+    let at = |i: usize| {
+        bytes
+            .get(i..i + 4)
+            .map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap()))
+    };
+    (at(16), at(96))
+}
+
+/// FTS5's structure record (levels, their segments' sizes in pages, merges in progress), as
+/// `L0 3×[1,1,1] L1 1×[5000] merging 8` ...: what a merge did shows in it.
+fn fts_structure(db: &rusqlite::Connection) -> String {
+    let block: Vec<u8> = db
+        .query_row("SELECT block FROM fts_data WHERE id = 10", [], |r| r.get(0))
+        .unwrap();
+    let mut i = 4;
+    let v2 = block[4..8] == [0xff, 0, 0, 1];
+    if v2 {
+        i += 4;
+    }
+    let mut varint = || {
+        let mut v: u64 = 0;
+        for n in 0..9 {
+            let b = block[i];
+            i += 1;
+            if n == 8 {
+                return (v << 8) | u64::from(b);
+            }
+            v = (v << 7) | u64::from(b & 0x7f);
+            if b & 0x80 == 0 {
+                break;
+            }
+        }
+        v
+    };
+    let levels = varint();
+    let _segments = varint();
+    let writes = varint();
+    let mut out = format!("writes {writes}:");
+    for level in 0..levels {
+        let merging = varint();
+        let n = varint();
+        let mut sizes = Vec::new();
+        for _ in 0..n {
+            let _id = varint();
+            let first = varint();
+            let last = varint();
+            if v2 {
+                for _ in 0..5 {
+                    varint();
+                }
+            }
+            sizes.push(last + 1 - first);
+        }
+        if n > 0 || merging > 0 {
+            write!(out, " L{level} {sizes:?}").unwrap();
+            if merging > 0 {
+                write!(out, " (merging {merging})").unwrap();
+            }
+        }
+    }
+    out
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i]
@@ -259,21 +329,76 @@ fn main() {
         };
         f.write_all(line.as_bytes()).unwrap();
     };
+    // Each refresh's time; a slow one is shown with what it did: a merge of FTS5's segments
+    // shows in their structure, a checkpoint in the log's frames.
+    let refreshes = env_num("REFRESHES", 20).max(1);
+    let look =
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    eprintln!(
+        "after the cold scan: {}; log frames (written, copied back) {:?}",
+        fts_structure(&look),
+        wal_frames(&db)
+    );
     let mut one = Vec::new();
-    for _ in 0..20 {
+    for n in 0..refreshes {
         grow(&mut rng);
+        let before = (wal_frames(&db), fts_structure(&look));
         let t = Instant::now();
         let read = index.refresh(&root, &grown).unwrap();
-        one.push(t.elapsed().as_secs_f64() * 1000.0);
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        one.push(ms);
         assert!(read.is_some_and(|b| b > 0));
+        if ms > 10.0 {
+            eprintln!(
+                "refresh {n}: {ms:.1} ms; log frames {:?} -> {:?}\n  {}\n  -> {}",
+                before.0,
+                wal_frames(&db),
+                before.1,
+                fts_structure(&look)
+            );
+        }
     }
-    eprintln!(
-        "refresh times in order (ms): {}",
-        one.iter()
-            .map(|t| format!("{t:.1}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    eprintln!("after the refreshes: {}", fts_structure(&look));
+    // BURSTS=N: N times, the file grows by BURST_KB (3900: just under the size after which a
+    // write ends by merging the text index into one segment), then by a line 40 times: what a
+    // write's own segment costs the small writes after it.
+    for burst in 0..env_num("BURSTS", 0) {
+        let mut text = String::new();
+        while text.len() < env_num("BURST_KB", 3900) * 1024 {
+            let content = json_str(&sentence(&mut rng, 150));
+            writeln!(text, "{{\"type\":\"user\",\"sessionId\":\"x\",\"timestamp\":\"{}\",\"message\":{{\"role\":\"user\",\"content\":{content}}}}}", ts(9_999_999)).unwrap();
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&grown)
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        let t = Instant::now();
+        index.refresh(&root, &grown).unwrap();
+        eprintln!(
+            "burst {burst}: {:.1} ms -> {}",
+            t.elapsed().as_secs_f64() * 1000.0,
+            fts_structure(&look)
+        );
+        let mut worst: f64 = 0.0;
+        for _ in 0..40 {
+            grow(&mut rng);
+            let t = Instant::now();
+            index.refresh(&root, &grown).unwrap();
+            worst = worst.max(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        eprintln!("  the 40 one-line refreshes after it: max {worst:.1} ms");
+    }
+    if refreshes <= 20 {
+        eprintln!(
+            "refresh times in order (ms): {}",
+            one.iter()
+                .map(|t| format!("{t:.1}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
     grow(&mut rng);
     let t = Instant::now();
     let rescan = index.scan(&roots).unwrap();
@@ -335,8 +460,9 @@ fn main() {
         rescan_nothing.as_secs_f64() * 1000.0
     );
     println!(
-        "| one grown file, alone (`refresh`), p50 / max of 20 | {:.1} / {:.1} ms |",
+        "| one grown file, alone (`refresh`), p50 / p99 / max of {refreshes} | {:.1} / {:.1} / {:.1} ms |",
         percentile(&one, 0.5),
+        percentile(&one, 0.99),
         one[one.len() - 1]
     );
     println!(
