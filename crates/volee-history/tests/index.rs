@@ -982,3 +982,142 @@ fn a_bad_aider_history_is_listed_unreadable() {
     index.scan(&home_as_project).unwrap();
     assert_eq!(index.sessions().unwrap().len(), 8);
 }
+
+/// The process's peak resident memory (VmHWM), in kB.
+fn peak_rss_kb() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Issue 19's bad input: a 200 MB transcript, in Claude Code's lines (as the fixture's; its bulk
+/// tool output, each result twice as Claude writes it, as in real long sessions), with one line
+/// longer than the reader takes (16 MiB, skipped by design and counted), is read in bounded
+/// memory; its session is listed with its messages and a word of its last line is found. The
+/// read takes 15 s in a debug build, 1.4 s in release (2 cores).
+#[test]
+fn a_200_mb_transcript_with_an_overlong_line_is_read_in_bounded_memory() {
+    const ID: &str = "5e1c2b9e-0d4a-4c1e-9b7a-2000000000aa";
+    const SIZE: u64 = 200 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let projects = home.join(".claude/projects/-tmp-big");
+    std::fs::create_dir_all(&projects).unwrap();
+    let path = projects.join(format!("{ID}.jsonl"));
+    let line = |n: usize, kind: &str, message: &str, extra: &str| {
+        format!(
+            r#"{{"parentUuid":"u{}","isSidechain":false,"type":"{kind}","message":{message},{extra}"uuid":"u{n}","timestamp":"2026-12-04T{:02}:{:02}:{:02}.000Z","userType":"external","entrypoint":"cli","cwd":"/tmp/big","sessionId":"{ID}","version":"2.1.332","gitBranch":"main"}}"#,
+            n.saturating_sub(1),
+            8 + n / 3600 % 12,
+            n / 60 % 60,
+            n % 60
+        )
+    };
+    // A tool's output of 48 KB: a build log.
+    let log: String = (0..600)
+        .map(|i| format!("   Compiling crate-{i} v0.{i}.0 (/tmp/big/crates/crate-{i})\n"))
+        .collect();
+    let log = serde_json::to_string(&log).unwrap();
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let (mut written, mut n, mut exchanges) = (0u64, 0usize, 0u64);
+    let mut overlong = false;
+    while written < SIZE {
+        let mut lines = Vec::new();
+        if !overlong && written > SIZE / 2 {
+            // A user message of 17 MiB in one line (a pasted dump): longer than the reader
+            // buffers. Written in pieces, as the rest, so the test itself stays small.
+            overlong = true;
+            let head = line(n, "user", r#"{"role":"user","content":"overlongword "#, "");
+            let (start, end) = head.split_at(head.find("overlongword ").unwrap() + 13);
+            out.write_all(start.as_bytes()).unwrap();
+            let piece = "overlongword ".repeat(1 << 10);
+            for _ in 0..(17 << 20) / piece.len() + 1 {
+                out.write_all(piece.as_bytes()).unwrap();
+            }
+            out.write_all(end.as_bytes()).unwrap();
+            out.write_all(b"\n").unwrap();
+            written += 17 << 20;
+            n += 1;
+        }
+        let e = exchanges;
+        lines.push(line(
+            n,
+            "user",
+            &format!(r#"{{"role":"user","content":"step {e}: rebuild the workspace and report the warnings"}}"#),
+            r#""promptId":"p","permissionMode":"default","#,
+        ));
+        lines.push(line(
+            n + 1,
+            "assistant",
+            &format!(
+                r#"{{"id":"msg_{e}","type":"message","role":"assistant","model":"claude-opus-5-5","content":[{{"type":"text","text":"Rebuilding for step {e}, then I will read the warnings."}},{{"type":"tool_use","id":"toolu_{e}","name":"Bash","input":{{"command":"cargo build --workspace 2>&1 | tail -n 600"}}}}],"usage":{{"input_tokens":1000,"output_tokens":20,"cache_read_input_tokens":0,"cache_creation_input_tokens":0}}}}"#
+            ),
+            "",
+        ));
+        lines.push(line(
+            n + 2,
+            "user",
+            &format!(r#"{{"role":"user","content":[{{"tool_use_id":"toolu_{e}","type":"tool_result","content":{log},"is_error":false}}]}}"#),
+            &format!(r#""toolUseResult":{{"stdout":{log},"stderr":"","interrupted":false}},"#),
+        ));
+        for l in lines {
+            out.write_all(l.as_bytes()).unwrap();
+            out.write_all(b"\n").unwrap();
+            written += l.len() as u64 + 1;
+        }
+        n += 3;
+        exchanges += 1;
+    }
+    let last = line(
+        n,
+        "user",
+        r#"{"role":"user","content":"and finally the zanzibar question"}"#,
+        "",
+    );
+    out.write_all(last.as_bytes()).unwrap();
+    out.write_all(b"\n").unwrap();
+    drop(out);
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(size > SIZE, "{size}");
+
+    // The peak from here on (5 resets it to the current RSS, Linux ≥ 4.0).
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let before = peak_rss_kb();
+    let started = std::time::Instant::now();
+    let h = home.display().to_string();
+    let mut index = Index::open(&dir.path().join("sessions.db")).unwrap();
+    let scan = index
+        .scan(&roots(|k| (k == "HOME").then(|| h.clone())))
+        .unwrap();
+    let took = started.elapsed();
+    let grew_mb = (peak_rss_kb() - before) / 1024;
+    eprintln!(
+        "{} MB, {exchanges} exchanges: read in {took:?}, peak memory +{grew_mb} MB",
+        size >> 20
+    );
+    assert_eq!(
+        (scan.files, scan.read, scan.bytes),
+        (1, 1, size),
+        "{scan:?}"
+    );
+    assert!(scan.unreadable.is_empty(), "{scan:?}");
+    // Measured +20 MB (debug and release): the line buffer, up to 16 MiB before the overlong
+    // line is dropped, and SQLite's pages and FTS5's pending terms (at most 32 MB by the
+    // index's hashsize): never the file, nor the overlong line, whole.
+    assert!(grew_mb < 100, "peak memory grew by {grew_mb} MB");
+
+    let sessions = index.sessions().unwrap();
+    assert_eq!(sessions.len(), 1, "{sessions:#?}");
+    // A prompt and an answer per exchange, and the last prompt; the overlong line is not one.
+    assert_eq!(sessions[0].id, ID);
+    assert_eq!(sessions[0].messages, 2 * exchanges + 1);
+    let hits = index.search("zanzibar", 5).unwrap();
+    assert_eq!(hits.len(), 1, "{hits:#?}");
+    assert_eq!(hits[0].session.id, ID);
+    assert!(index.search("overlongword", 5).unwrap().is_empty());
+    let last = index.messages(&sessions[0], 1).unwrap();
+    assert_eq!(last[0].text, "and finally the zanzibar question");
+}
