@@ -126,12 +126,31 @@ impl Index {
         db.pragma_update(None, "journal_mode", "WAL")?;
         db.pragma_update(None, "synchronous", "NORMAL")?;
         let version: i64 = db.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if version != SCHEMA_VERSION {
-            db.execute_batch(
-                "DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS msgs; DROP TABLE IF EXISTS files;
-                 DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS subs;",
-            )?;
+        if version == SCHEMA_VERSION {
+            // Nothing is written on opening an index of this schema: a reader (the browser's
+            // first frame) never waits for a writer's lock, and the files stay as they were.
+            return Ok(Index {
+                db,
+                path,
+                written: Cell::new(0),
+            });
         }
+        // Made (or remade) in one write transaction, the version read again inside it: two
+        // commands opening a new index at once make it once.
+        db.execute_batch("BEGIN IMMEDIATE")?;
+        let version: i64 = db.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version == SCHEMA_VERSION {
+            db.execute_batch("COMMIT")?;
+            return Ok(Index {
+                db,
+                path,
+                written: Cell::new(0),
+            });
+        }
+        db.execute_batch(
+            "DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS msgs; DROP TABLE IF EXISTS files;
+             DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS subs;",
+        )?;
         db.execute_batch(
             "CREATE TABLE IF NOT EXISTS files(
                 path TEXT PRIMARY KEY, harness TEXT NOT NULL, kind TEXT NOT NULL,
@@ -151,16 +170,14 @@ impl Index {
              CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
              INSERT OR IGNORE INTO meta(key, value) VALUES ('fts_upto', 0);",
         )?;
-        if version != SCHEMA_VERSION {
-            // Fewer, larger segments: terms pending in memory up to 32 MB before they are
-            // written, and merges of 8 segments at a time (the defaults, 1 MB and 4, spent most
-            // of a cold scan merging).
-            db.execute_batch(
-                "INSERT INTO fts(fts, rank) VALUES ('hashsize', 33554432);
-                 INSERT INTO fts(fts, rank) VALUES ('automerge', 8);",
-            )?;
-        }
-        db.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
+        // Fewer, larger segments: terms pending in memory up to 32 MB before they are written,
+        // and merges of 8 segments at a time (the defaults, 1 MB and 4, spent most of a cold
+        // scan merging).
+        db.execute_batch(
+            "INSERT INTO fts(fts, rank) VALUES ('hashsize', 33554432);
+             INSERT INTO fts(fts, rank) VALUES ('automerge', 8);",
+        )?;
+        db.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}; COMMIT"))?;
         Ok(Index {
             db,
             path,

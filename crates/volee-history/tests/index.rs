@@ -1121,3 +1121,27 @@ fn a_200_mb_transcript_with_an_overlong_line_is_read_in_bounded_memory() {
     let last = index.messages(&sessions[0], 1).unwrap();
     assert_eq!(last[0].text, "and finally the zanzibar question");
 }
+
+/// Opening an index of the current schema writes nothing: a command that only reads (the
+/// browser's first frame) does not wait while another process holds the write lock (a daemon's
+/// read, a first scan), and lists what the index has.
+#[test]
+fn opening_an_index_waits_for_no_writer() {
+    let w = world();
+    let mut index = w.index();
+    index.scan(&w.roots()).unwrap();
+    let listed = index.sessions().unwrap().len();
+    drop(index);
+    let writer = rusqlite::Connection::open(&w.db).unwrap();
+    writer.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let t = std::time::Instant::now();
+    let reader = Index::open(&w.db).unwrap();
+    assert_eq!(reader.sessions().unwrap().len(), listed);
+    // The busy timeout is 10 s: a write on opening would have waited for it.
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(5),
+        "opening waited {:?} for the writer",
+        t.elapsed()
+    );
+    writer.execute_batch("COMMIT").unwrap();
+}
