@@ -692,3 +692,195 @@ fn volee_up_inside_zellij_loads_the_plugin_without_touching_the_config() {
     );
     assert!(!wasm.exists(), "the plugin's file removed");
 }
+
+/// The end of the zellij server's log (the plugin's `eprintln!`s, the commands it ran).
+fn zellij_log_tail(env: &volee_test_support::TestEnv) -> String {
+    let tmp = env.root().join("zj/tmp");
+    let Ok(dirs) = std::fs::read_dir(&tmp) else {
+        return String::new();
+    };
+    dirs.flatten()
+        .filter_map(|d| std::fs::read_to_string(d.path().join("zellij-log/zellij.log")).ok())
+        .map(|text| {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(20)..].join("\n")
+        })
+        .collect()
+}
+
+/// The real Claude Code transcript of volee-history's fixtures.
+const CLAUDE_SESSION: &str = "d4a8abe5-742d-4002-a1ab-379c1b005cb4";
+
+/// That transcript under `home/.claude` as session `id` (its own id replaced), its project
+/// moved to `project`.
+fn plant_claude_session(home: &std::path::Path, id: &str, project: &std::path::Path) {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "../volee-history/tests/fixtures/home/.claude/projects/-tmp-work/{CLAUDE_SESSION}.jsonl"
+    ));
+    let dir = home.join(".claude/projects/-tmp-work");
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = std::fs::read_to_string(fixture)
+        .unwrap()
+        .replace(
+            "/tmp/volee-test-yFo20s/work",
+            &project.display().to_string(),
+        )
+        .replace(CLAUDE_SESSION, id);
+    std::fs::write(dir.join(format!("{id}.jsonl")), text).unwrap();
+}
+
+/// The plugin pane lists the past sessions of the daemon's index under the live agents, filters
+/// them as you type, and Enter on one resumes it in this zellij session: `volee sessions resume
+/// --host zellij:SESSION` run by the plugin (with zellij's environment) starts the harness's
+/// resume line in the session's project, a live agent holding that session. A session whose
+/// resume fails says why on the pane's message line.
+#[test]
+fn the_plugin_pane_lists_past_sessions_and_enter_resumes_one() {
+    use crate::hooks::write_stand_in;
+
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    let Some(bin) = zellij_binary() else {
+        return;
+    };
+    let Some(wasm) = plugin_wasm() else {
+        return;
+    };
+    // A stand-in `claude` that records its arguments where it runs, and `volee` beside it: what
+    // the plugin runs finds both on zellij's PATH (the test's, `start_zellij_with`).
+    write_stand_in(
+        &mut env,
+        "claude",
+        "#!/bin/sh\nif [ \"$1\" = \"--version\" ]; then echo \"2.1.332 (Claude Code)\"; exit 0; fi\n\
+         printf '%s\\n' \"$@\" > \"$PWD/claude-args\"\nexec sleep 600\n",
+    );
+    std::os::unix::fs::symlink(&env.bin, env.root().join("fakebin/volee")).unwrap();
+    // The real transcript, its project a directory that exists here; the same under another id
+    // whose project is gone.
+    let work = env.work();
+    plant_claude_session(&env.home(), CLAUDE_SESSION, &work);
+    let gone_id = "e5e5e5e5-742d-4002-a1ab-379c1b005cb4";
+    plant_claude_session(&env.home(), gone_id, &env.root().join("gone"));
+
+    let vars = start_zellij_with(&mut env, &bin, "vr", Some(&wasm));
+    let kill = KillSession::new(&bin, "vr", vars);
+    let window = zellij_window(&env, "vr");
+    // The daemon watches a zellij session that holds an agent.
+    env.ok([
+        "launch",
+        "--host",
+        "zellij:vr",
+        "--name",
+        "front",
+        "--",
+        "sleep",
+        "300",
+    ]);
+    let url = format!("file:{}", env.root().join("zj/volee.wasm").display());
+    let open_pane = || {
+        let out = kill.zellij(&["action", "launch-or-focus-plugin", "--floating", &url]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let screen = || env.tmux(&["capture-pane", "-p", "-t", &window]);
+    let until = |what: &str, ok: &dyn Fn(&str) -> bool| {
+        wait_until(
+            what,
+            Duration::from_secs(20),
+            || {
+                let s = screen();
+                ok(&s).then_some(s)
+            },
+            || format!("{}\n{}", screen(), env.log_tail()),
+        )
+    };
+    let past_row = |s: &str, id: &str| {
+        s.lines()
+            .find(|l| l.contains("↺ past") && l.contains(&id[..8]))
+            .map(str::to_string)
+    };
+    // The agent's row in the pane (its tab's name holds its name too).
+    let front_row = |s: &str| {
+        s.lines()
+            .position(|l| l.contains(" front ") && l.contains("generic"))
+    };
+    open_pane();
+    let shown = until("the past session listed under the agent", &|s| {
+        past_row(s, CLAUDE_SESSION).is_some() && front_row(s).is_some()
+    });
+    let row = past_row(&shown, CLAUDE_SESSION).unwrap();
+    assert!(
+        row.contains("claude") && row.contains("work") && row.contains("conformance"),
+        "{row}"
+    );
+    let past_at = shown
+        .lines()
+        .position(|l| l.contains(&CLAUDE_SESSION[..8]))
+        .unwrap();
+    assert!(front_row(&shown) < Some(past_at), "agents first:\n{shown}");
+
+    // Typing filters: only the session whose id starts so.
+    env.tmux(&["send-keys", "-t", &window, "-l", "d4a8"]);
+    until("filtered to the past session", &|s| {
+        s.contains("filter: d4a8_")
+            && past_row(s, CLAUDE_SESSION).is_some()
+            && front_row(s).is_none()
+            && past_row(s, gone_id).is_none()
+    });
+    env.tmux(&["send-keys", "-t", &window, "Enter"]);
+    let resumed = wait_until(
+        "a live agent holds the resumed session",
+        Duration::from_secs(20),
+        || {
+            let ls: serde_json::Value = serde_json::from_str(&env.ok(["ls", "--json"])).ok()?;
+            ls.as_array()?
+                .iter()
+                .find(|a| a["session_id"] == CLAUDE_SESSION)
+                .cloned()
+        },
+        || {
+            format!(
+                "{}\n{}\n{}\n{}",
+                env.ok(["ls"]),
+                screen(),
+                env.log_tail(),
+                zellij_log_tail(&env)
+            )
+        },
+    );
+    assert_eq!(resumed["harness"], "claude", "{resumed}");
+    assert_eq!(resumed["cwd"], work.display().to_string(), "{resumed}");
+    assert_eq!(resumed["host"]["kind"], "zellij", "{resumed}");
+    assert_eq!(resumed["host"]["session"], "vr", "{resumed}");
+    let args = wait_until(
+        "the resume line ran in the session's project",
+        Duration::from_secs(10),
+        || std::fs::read_to_string(work.join("claude-args")).ok(),
+        || "no claude-args yet".into(),
+    );
+    let args: Vec<&str> = args.lines().collect();
+    assert!(
+        args.windows(2).any(|w| w == ["--resume", CLAUDE_SESSION]),
+        "{args:?}"
+    );
+
+    // Shown again, the session is its live agent, no longer a past one; the other one's resume
+    // fails (its project is gone), and the pane says why.
+    open_pane();
+    until("the pane again, the session live", &|s| {
+        past_row(s, gone_id).is_some() && past_row(s, CLAUDE_SESSION).is_none()
+    });
+    env.tmux(&["send-keys", "-t", &window, "-l", "e5e5"]);
+    until("filtered to the other session", &|s| {
+        s.contains("filter: e5e5_") && past_row(s, gone_id).is_some()
+    });
+    env.tmux(&["send-keys", "-t", &window, "Enter"]);
+    let failed = until("the failure on the pane's message line", &|s| {
+        s.contains("resume failed (")
+    });
+    assert!(failed.contains("project directory"), "{failed}");
+}

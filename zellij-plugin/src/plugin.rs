@@ -29,7 +29,7 @@ pub struct VoleePlugin {
     permitted: Option<bool>,
     plugin_id: u32,
     cwd: PathBuf,
-    /// The `volee` binary the launch prompt runs (plugin configuration `volee_bin`).
+    /// The `volee` binary the pane runs to launch and resume (plugin configuration `volee_bin`).
     volee_bin: String,
     session: Option<String>,
     /// Open stream pipes (ids of `zellij pipe --name volee-stream` CLIs).

@@ -25,7 +25,7 @@ const WASM: Option<&[u8]> = Some(include_bytes!(concat!(
 const WASM: Option<&[u8]> = None;
 
 /// What the plugin asks zellij for, and why (said by `volee up`).
-pub const PERMISSIONS: &str = "ReadApplicationState and ReadPaneContents (see the session's panes, tabs, bells and screens), ReadCliPipes (talk with volee's daemon), ChangeApplicationState (name its pane, focus an agent's pane), OpenTerminalsOrPlugins and RunCommands (the launch prompt runs `volee launch`)";
+pub const PERMISSIONS: &str = "ReadApplicationState and ReadPaneContents (see the session's panes, tabs, bells and screens), ReadCliPipes (talk with volee's daemon), ChangeApplicationState (name its pane, focus an agent's pane), OpenTerminalsOrPlugins and RunCommands (its pane runs `volee launch` and `volee sessions resume`)";
 
 /// Does this binary carry the plugin?
 pub fn embedded() -> bool {

@@ -105,6 +105,11 @@ pub fn start_zellij_with(
         .unwrap_or_else(|_| bin.to_path_buf());
     let mut command = vec!["env".to_string(), "TERM=xterm-256color".into()];
     command.extend(vars.iter().map(|(k, v)| format!("{k}={v}")));
+    // The PATH volee commands get (a test's stand-ins): what zellij runs — the plugin's
+    // commands — finds them too (tmux gives a new window its command client's PATH).
+    if let Some((_, path)) = env.extra_env.iter().find(|(k, _)| k == "PATH") {
+        command.push(format!("PATH={path}"));
+    }
     command.extend([bin.display().to_string(), "--session".into(), name.into()]);
     let mut args = vec!["new-window", "-d", "-P", "-F", "#{pane_id}", "-t", "main:"];
     args.extend(command.iter().map(String::as_str));

@@ -266,18 +266,19 @@ enum RowKey {
 
 impl Row<'_> {
     /// What the filter looks in (as `volee browse` does): a live agent's id, name, harness,
-    /// title, directory and state; a past session's id, harness, title, first prompt, project
-    /// and branch.
+    /// title, directory and state — and its session's id, so a session typed for is found once
+    /// it is live —; a past session's id, harness, title, first prompt, project and branch.
     fn haystack(&self) -> String {
         match self {
             Row::Live(a) => format!(
-                "{} {} {} {} {} {}",
+                "{} {} {} {} {} {} {}",
                 a.id,
                 a.name,
                 a.harness,
                 a.title.as_deref().unwrap_or(""),
                 a.cwd,
-                a.state
+                a.state,
+                a.session_id.as_deref().unwrap_or("")
             ),
             Row::Past(s) => format!(
                 "{} {} {} {} {} {}",
@@ -723,10 +724,20 @@ impl Ui {
                 select(self, (current + 1).min(rows.len().saturating_sub(1)));
                 None
             }
+            // Enter acts on the row and the filter goes: the pane stays open, and shows the
+            // whole list when the user comes back to it.
             Key::Enter => match rows.get(current).copied()? {
-                Row::Live(agent) => self.focus(agent, local_panes),
+                Row::Live(agent) => {
+                    let action = self.focus(agent, local_panes);
+                    if action.is_some() {
+                        select(self, current);
+                        self.filter.clear();
+                    }
+                    action
+                }
                 Row::Past(session) => {
                     select(self, current);
+                    self.filter.clear();
                     self.message = Some(format!(
                         "resuming {} session {}…",
                         plain_text(&session.harness, HARNESS_MAX),
@@ -1369,6 +1380,20 @@ mod tests {
         let lines = shown(&Ui::default(), &agents, &past, 100).join("\n");
         assert!(!lines.contains("d4a8abe5"), "{lines}");
         assert!(lines.contains("0199aaaa"), "{lines}");
+        // Typing the session's id finds it as its agent; Enter focuses it, and the filter goes.
+        let mut ui = Ui::default();
+        for c in "d4a8".chars() {
+            ui.key(Key::Char(c), &agents, &past, &[]);
+        }
+        let rows = shown(&ui, &agents, &past, 100);
+        assert_eq!(rows.len(), 4, "{rows:?}");
+        assert!(rows[2].starts_with("> ▶ working  builder"), "{rows:?}");
+        assert_eq!(
+            ui.key(Key::Enter, &agents, &past, &[2]),
+            Some(UiAction::Focus { pane: 2 })
+        );
+        assert_eq!(ui.filter(), "");
+        assert_eq!(ui.selected_index(&agents, &past), 1);
         // The same id under another harness is another session.
         agents[0].harness = "qwen".into();
         let lines = shown(&Ui::default(), &agents, &past, 100).join("\n");
@@ -1462,7 +1487,7 @@ mod tests {
                 id: "d4a8abe5-742d".into()
             })
         );
-        ui.key(Key::Esc, &agents, &past, &[]);
+        assert_eq!(ui.filter(), "", "the filter goes once Enter acted");
         assert_eq!(ui.selected_index(&agents, &past), 5);
         let mut fewer = past.clone();
         fewer.remove(0);
