@@ -267,9 +267,10 @@ impl ZellijPlugin for VoleePlugin {
             now_secs(),
             true,
         );
-        for line in lines {
-            println!("{line}");
-        }
+        // No newline after the last line: a list that fills the pane (the past sessions do)
+        // would scroll its header out of sight.
+        print!("{}", lines.join("\n"));
+        let _ = std::io::Write::flush(&mut std::io::stdout());
     }
 }
 
