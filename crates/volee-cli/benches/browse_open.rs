@@ -165,7 +165,10 @@ fn main() {
     println!("| {sessions} sessions indexed, {runs} runs | p50 | p99 | max |");
     println!("|---|---|---|---|");
     for (what, v) in [
-        ("`volee sessions --json --all`, whole command (ms)", &listing),
+        (
+            "`volee sessions --json --all`, whole command (ms)",
+            &listing,
+        ),
         (
             "`volee browse`: spawn → first frame on its terminal (ms)",
             &frames,
