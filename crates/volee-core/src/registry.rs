@@ -541,8 +541,21 @@ impl Registry {
             })
     }
 
-    /// Check a user-chosen name: printable, short, not an id of another agent, unique among live agents.
+    /// Check a user-chosen name for a new agent: printable, short, no `:` (a remote agent is
+    /// written `MACHINE:ID`), not an id of another agent, unique among live agents.
     pub fn check_name(&self, name: &str) -> Result<(), NameError> {
+        if name.contains(':') {
+            return Err(NameError::Invalid {
+                name: name.into(),
+                why: "it contains ':', which volee keeps for MACHINE:ID",
+            });
+        }
+        self.check_kept_name(name)
+    }
+
+    /// Check a name an agent had before (rebuilt from its pane's options): the rules of
+    /// [`Registry::check_name`] but `:`, which names could contain before machines existed.
+    pub fn check_kept_name(&self, name: &str) -> Result<(), NameError> {
         let invalid = |why| {
             Err(NameError::Invalid {
                 name: name.into(),
@@ -594,7 +607,7 @@ impl Registry {
             .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
             .unwrap_or_else(|| "agent".into())
             .chars()
-            .filter(|c| !c.is_control() && !c.is_whitespace())
+            .filter(|c| !c.is_control() && !c.is_whitespace() && *c != ':')
             .take(32)
             .collect();
         let base = if base.is_empty() {
@@ -708,6 +721,13 @@ mod tests {
         // the live one wins the name
         assert_eq!(reg.resolve("fixer").map(|a| a.id.as_str()), Ok("bbbb"));
         assert!(reg.check_name("bad name").is_err());
+        // `:` is kept for MACHINE:ID: refused for new names, kept for old ones.
+        assert!(matches!(
+            reg.check_name("a:b"),
+            Err(NameError::Invalid { why, .. }) if why.contains("MACHINE:ID")
+        ));
+        assert!(reg.check_kept_name("a:b").is_ok());
+        assert_eq!(reg.default_name(&["/bin/x:y".into()]), "xy");
         assert!(reg.check_name("bbbb").is_err());
         assert_eq!(reg.default_name(&["/bin/fixer".into()]), "fixer-2");
     }

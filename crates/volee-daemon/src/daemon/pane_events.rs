@@ -368,7 +368,7 @@ impl Daemon {
     /// window.
     fn rebuild(&mut self, socket: &Path, row: &PaneRow, now: Millis) {
         tracing::info!("rebuilt agent {} from its pane option", row.agent);
-        let name = if row.name.is_empty() || self.registry.check_name(&row.name).is_err() {
+        let name = if row.name.is_empty() || self.registry.check_kept_name(&row.name).is_err() {
             row.agent.clone()
         } else {
             row.name.clone()
