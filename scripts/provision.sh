@@ -45,6 +45,8 @@ provision() {
   want 'command -v dbus-daemon' dbus-daemon "the desktop notification test"
   want 'command -v dbus-monitor' dbus-bin "the desktop notification test"
   want 'command -v man' man-db "the man page test"
+  want 'command -v ssh' openssh-client "volee machine (the system's ssh)"
+  want 'PATH="$PATH:/usr/sbin:/sbin" command -v sshd' openssh-server "the remote machine tests (a real sshd on loopback, tests/e2e/machines.rs)"
   if [ "${#need_apt[@]}" -gt 0 ]; then
     if [ "$can_root" = yes ] && command -v apt-get >/dev/null 2>&1; then
       echo "provision: installing ${need_apt[*]}"

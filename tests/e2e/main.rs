@@ -9,6 +9,7 @@ mod daemon_life;
 mod discovery;
 mod hooks;
 mod input;
+mod machines;
 mod mcp;
 mod notify;
 mod own_agent;

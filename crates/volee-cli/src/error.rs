@@ -647,6 +647,125 @@ pub fn calls_denied(denied: u32) -> CliError {
     .hint("run again with --approve-all to let the agent run shell commands and change files, or resume the session interactively")
 }
 
+// ---------------------------------------------------------------------------------------------
+// Machines (volee machine add|ls|rm).
+
+/// The machines file could not be read or written (exit 3: the environment).
+impl From<volee_daemon::machines::MachinesError> for CliError {
+    fn from(e: volee_daemon::machines::MachinesError) -> CliError {
+        CliError::from_error(Exit::Environment, &e)
+    }
+}
+
+/// A machine name volee will not take (exit 2).
+pub fn machine_name(e: volee_daemon::machines::MachineNameError) -> CliError {
+    CliError::user(e.to_string()).hint(format!(
+        "a machine name is a lowercase letter, then up to 31 of a-z, 0-9 and '-'; not {}",
+        volee_daemon::machines::reserved_names().join(", ")
+    ))
+}
+
+/// `add` of a name already saved.
+pub fn machine_exists(name: &str, dest: &str) -> CliError {
+    CliError::user(format!("machine {name} exists ({dest})"))
+        .hint(format!("remove it first: volee machine rm {name}"))
+}
+
+/// `rm` or a lookup of a name not saved.
+pub fn unknown_machine(name: &str, file: &volee_daemon::machines::MachinesFile) -> CliError {
+    let known: Vec<&str> = file.machines.iter().map(|m| m.name.as_str()).collect();
+    let err = CliError::user(format!("no machine named {name:?}"));
+    if known.is_empty() {
+        err.hint("no machines are saved (volee machine add NAME SSH-DEST)")
+    } else {
+        err.hint(format!("machines: {}", known.join(", ")))
+    }
+}
+
+/// No `ssh` to run (exit 3).
+pub fn ssh_missing(e: &volee_daemon::machines::ssh::SshMissing) -> CliError {
+    CliError::from_error(Exit::Environment, e)
+        .hint("volee reaches machines with OpenSSH's client: apt-get install openssh-client")
+}
+
+/// How to put volee on a machine's PATH.
+fn install_hints(m: &volee_daemon::machines::Machine) -> Vec<String> {
+    vec![
+        format!(
+            "install volee on {} (the same version as here, {}): cargo install --locked --path crates/volee-cli in volee's source there, or copy this binary to a directory on the PATH of a non-interactive ssh command (see: ssh {} 'echo $PATH')",
+            m.name,
+            env!("CARGO_PKG_VERSION"),
+            m.dest
+        ),
+        format!(
+            "then check it: volee machine ls (`volee machine install {}` is to come)",
+            m.name
+        ),
+    ]
+}
+
+/// `add` found a machine it cannot use (yet); `saved`: it is kept anyway (ssh works, volee is
+/// missing or speaks another protocol).
+pub fn machine_check_failed(
+    m: &volee_daemon::machines::Machine,
+    outcome: &volee_daemon::machines::ssh::ProbeOutcome,
+    accept_command: &str,
+    saved: bool,
+) -> CliError {
+    use volee_daemon::machines::ssh::ProbeOutcome;
+    let kept = if saved {
+        format!("machine {} is saved, but ", m.name)
+    } else {
+        format!("machine {} is not added: ", m.name)
+    };
+    let detail = outcome.detail().map(String::from);
+    let err = match outcome {
+        ProbeOutcome::HostKeyUnknown { .. } => CliError::env(format!(
+            "{kept}the host key of {} is not in your known_hosts, and volee never accepts one itself",
+            m.dest
+        ))
+        .hint(format!(
+            "check the key's fingerprint with the machine's owner, then accept it with: {accept_command}"
+        ))
+        .hint(format!("then again: volee machine add {} {}", m.name, m.dest)),
+        ProbeOutcome::HostKeyChanged { .. } => CliError::env(format!(
+            "{kept}the host key of {} is not the one in your known_hosts (a reinstalled machine, or someone in between)",
+            m.dest
+        ))
+        .hint("find out why before anything else; ssh names the known_hosts line to remove (ssh-keygen -R HOST)"),
+        ProbeOutcome::AuthFailed { .. } => CliError::env(format!(
+            "{kept}{} refused every key ssh could offer without asking (volee runs ssh with BatchMode=yes)",
+            m.dest
+        ))
+        .hint("load your key into ssh-agent (ssh-add), or give one: --identity FILE")
+        .hint(format!("check: {accept_command}")),
+        ProbeOutcome::Unreachable { .. } => {
+            CliError::env(format!("{kept}ssh could not connect to {}", m.dest))
+        }
+        ProbeOutcome::TimedOut => {
+            CliError::env(format!("{kept}{} did not answer in time", m.dest))
+        }
+        ProbeOutcome::NoVolee { .. } => CliError::env(format!(
+            "{kept}there is no volee on its PATH (ssh {} works)",
+            m.dest
+        ))
+        .hints(install_hints(m)),
+        ProbeOutcome::Incompatible { version, protocol } => CliError::env(format!(
+            "{kept}its volee {version} speaks protocol {}, this one {} (volee {})",
+            protocol.map_or("none (it has no `volee serve`)".to_string(), |p| p.to_string()),
+            volee_protocol::PROTOCOL_VERSION,
+            env!("CARGO_PKG_VERSION")
+        ))
+        .hints(install_hints(m)),
+        ProbeOutcome::Failed { .. } => CliError::env(format!(
+            "{kept}`volee --version` on {} failed",
+            m.dest
+        )),
+        ProbeOutcome::Ready { .. } => CliError::internal("the machine answered"),
+    };
+    err.causes(detail.filter(|d| !d.is_empty()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

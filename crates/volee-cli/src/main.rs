@@ -13,6 +13,7 @@ mod hook;
 mod instrument;
 mod launch;
 mod launch_plan;
+mod machine_cmd;
 mod manual;
 mod mcp;
 mod output;
@@ -67,6 +68,8 @@ enum Command {
     Browse(browse::BrowseArgs),
     /// Every harness's past sessions: list them, search their messages, show one.
     Sessions(sessions_cmd::SessionsArgs),
+    /// Machines reached over ssh: add (checked), ls (asked now), rm.
+    Machine(machine_cmd::MachineArgs),
     /// List agents (launched and discovered); --all adds ended ones.
     #[command(after_help = "Examples:
   volee ls                  live agents: state, for how long, source, where
@@ -284,6 +287,13 @@ enum Command {
         #[arg(long)]
         client: Option<String>,
     },
+    /// Internal: what `ssh` runs on a machine: says its protocol and version, then serves stdin.
+    #[command(hide = true)]
+    Serve {
+        /// Speak on stdin/stdout (the only way).
+        #[arg(long, required = true)]
+        stdio: bool,
+    },
     /// Internal: the first process of an agent pane; takes the caller's environment and execs the command.
     #[command(hide = true)]
     PaneExec {
@@ -309,6 +319,8 @@ fn main() {
         Command::Quiet { duration } => commands::quiet(duration.as_deref()),
         Command::Launch(args) => launch::launch(args),
         Command::Agent(args) => agent_cmd::run(args),
+        Command::Machine(args) => machine_cmd::run(args),
+        Command::Serve { stdio: _ } => machine_cmd::serve_stdio(),
         Command::Ls { all, json, rescan } => commands::ls(all, json, rescan),
         Command::Show { id, json } => commands::show(&id, json),
         Command::Explain { id, json } => commands::explain(&id, json),

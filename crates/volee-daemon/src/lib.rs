@@ -15,6 +15,7 @@ pub mod history;
 pub mod host;
 pub mod instrument;
 pub mod logging;
+pub mod machines;
 pub mod notify;
 pub mod paths;
 pub mod persist;

@@ -77,6 +77,10 @@ impl Paths {
     pub fn config_file(&self) -> PathBuf {
         self.config_dir.join("config.toml")
     }
+    /// The machines of `volee machine add` (issue 20).
+    pub fn machines_file(&self) -> PathBuf {
+        self.config_dir.join("machines.toml")
+    }
 
     /// Create every directory volee writes to, private to the user. A directory that exists but
     /// belongs to someone else, or a symlink in place of a runtime directory, is refused.

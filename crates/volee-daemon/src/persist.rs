@@ -148,21 +148,24 @@ pub fn load_json<T: DeserializeOwned>(path: &Path, now_ms: u64) -> Result<Loaded
     };
     match serde_json::from_slice(&bytes) {
         Ok(v) => Ok(Loaded::Ok(v)),
-        Err(e) => {
-            let kept_as = path.with_file_name(format!(
-                "{}.corrupt-{now_ms}",
-                path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
-            ));
-            fs::rename(path, &kept_as).map_err(|source| PersistError::Write {
-                path: kept_as.clone(),
-                source,
-            })?;
-            Ok(Loaded::Corrupt {
-                kept_as,
-                error: e.to_string(),
-            })
-        }
+        Err(e) => Ok(Loaded::Corrupt {
+            kept_as: keep_aside(path, now_ms)?,
+            error: e.to_string(),
+        }),
     }
+}
+
+/// Rename a file that did not load to `NAME.corrupt-EPOCHMS` beside it; where it went.
+pub fn keep_aside(path: &Path, now_ms: u64) -> Result<PathBuf, PersistError> {
+    let kept_as = path.with_file_name(format!(
+        "{}.corrupt-{now_ms}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
+    ));
+    fs::rename(path, &kept_as).map_err(|source| PersistError::Write {
+        path: kept_as.clone(),
+        source,
+    })?;
+    Ok(kept_as)
 }
 
 #[cfg(test)]

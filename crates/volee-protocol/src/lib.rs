@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod remote;
 pub mod zellij;
 
 /// Bumped whenever a request or response changes shape; a CLI that sees another version restarts

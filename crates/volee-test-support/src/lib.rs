@@ -9,6 +9,7 @@
 //!   seen and the daemon's log tail.
 //! - [`require_root`] and [`TempUser`]: a second Unix user, created by a test and removed after
 //!   it (even on panic), for tests about other users' processes.
+//! - [`sshd`]: a real OpenSSH server on loopback with a user of its own, for remote machines.
 //! - [`model_server`]: a scripted Anthropic Messages server on 127.0.0.1 for driving real harness
 //!   programs (conformance tests).
 
@@ -16,6 +17,7 @@
 
 pub mod model_server;
 pub mod ollama_server;
+pub mod sshd;
 pub mod users;
 pub mod zellij;
 

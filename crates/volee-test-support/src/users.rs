@@ -94,6 +94,44 @@ impl TempUser {
         TempUser { name, uid, gid }
     }
 
+    /// A new user who can log in (over the tests' own sshd): `home` as its HOME (the caller makes
+    /// it and gives it to the user), `/bin/sh` as its shell, a password field of `*` (no password
+    /// works, and the account is not locked, which sshd without PAM refuses for keys too). Needs
+    /// [`require_root`] first.
+    pub fn create_login(home: &std::path::Path) -> TempUser {
+        let name = format!(
+            "vtu{}x{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let home = home.to_string_lossy().into_owned();
+        let out = root_command("useradd")
+            .args([
+                "--no-create-home",
+                "--user-group",
+                "--home-dir",
+                &home,
+                "--shell",
+                "/bin/sh",
+                "--password",
+                "*",
+                &name,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "useradd {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let id = |flag: &str| -> u32 {
+            let out = Command::new("id").args([flag, &name]).output().unwrap();
+            String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+        };
+        let (uid, gid) = (id("-u"), id("-g"));
+        TempUser { name, uid, gid }
+    }
+
     /// `program args…` as this user (real and effective uid and gid, no supplementary groups).
     pub fn command(&self, program: &str) -> Command {
         let mut c = root_command("setpriv");
