@@ -25,13 +25,12 @@ const LINE_MAX: usize = 16 << 20;
 /// The first bytes of a file, kept to tell an appended file from a rewritten one.
 const HEAD: usize = 256;
 const SCHEMA_VERSION: i64 = 3;
-/// Text written by one scan or refresh past which it ends with FTS5's `optimize` (the text
-/// index into one segment, on a level above the others). FTS5 writes each commit's text as a
-/// new segment on level 0, where every later write's small segment lands too; the write that
-/// brings level 0 to 16 segments merges them all at once (its "crisis merge"), a large one
-/// included: a one-line refresh after a 1 GB cold scan took 1.5 s, merging the scan's last
-/// segments (6.6 s later on, a level up). A segment of this size costs that merge 35 ms; the
-/// optimized one is later merged a step at a time (each ≤ 35 ms over 20,000 one-line writes).
+/// Text written by one scan or refresh past which it ends by settling the text index
+/// ([`Index::settle_fts`]). FTS5 writes each commit's text as a new segment on level 0, where
+/// every later write's small segment lands too, and merges a level's segments once there are
+/// 8 (a step at a time, as writes go on) or 16 (all at once, in the write that brings the
+/// 16th: its "crisis merge"). A cold scan's large segments left low were merged so by one-line
+/// writes after it: 1.8 s, then 6.6 s (1 GB). A segment of this size costs such a merge 35 ms.
 const OPTIMIZE_AFTER: u64 = 4 << 20;
 
 #[derive(Debug, thiserror::Error)]
@@ -205,8 +204,7 @@ impl Index {
                 self.sync_fts()?;
                 let much = self.written.get() > OPTIMIZE_AFTER;
                 if much {
-                    self.db
-                        .execute_batch("INSERT INTO fts(fts) VALUES ('optimize')")?;
+                    self.settle_fts()?;
                 }
                 self.db.execute_batch("COMMIT")?;
                 if much {
@@ -328,6 +326,49 @@ impl Index {
              UPDATE meta SET value = (SELECT coalesce(max(id), 0) FROM msgs) WHERE key = 'fts_upto';",
         )?;
         Ok(())
+    }
+
+    /// After a large write: the text index merged into one segment (FTS5's `optimize`) on
+    /// level 2 or above, so that small writes after it merge their own segments among
+    /// themselves, and this one only a step at a time (each step ≤ 35 ms at 1 GB), never in a
+    /// crisis merge: those start from level 0 and reach level 1 (16 segments there) but, as
+    /// level 1 is merged a step at a time once it has 8, not level 2. `optimize` puts its
+    /// segment one level above all the others when they lie on several levels, but only on
+    /// level 1 when they all lay on level 0 (a first scan under ~500 MB): then a segment of
+    /// nothing is written on level 0 (row 0, which no message has, in and out) and the index
+    /// optimized again.
+    fn settle_fts(&self) -> Result<(), IndexError> {
+        self.db
+            .execute_batch("INSERT INTO fts(fts) VALUES ('optimize')")?;
+        for _ in 0..2 {
+            let Some(levels) = self.fts_levels()? else {
+                break;
+            };
+            let largest = levels
+                .iter()
+                .enumerate()
+                .flat_map(|(level, sizes)| sizes.iter().map(move |size| (*size, level)))
+                .max();
+            if largest.is_none_or(|(_, level)| level >= 2) {
+                break;
+            }
+            self.db.execute_batch(
+                "INSERT INTO fts(rowid, text) VALUES (0, 'volee');
+                 INSERT INTO fts(fts, rowid, text) VALUES ('delete', 0, 'volee');
+                 INSERT INTO fts(fts) VALUES ('optimize');",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// FTS5's segments level by level, each one's size in pages, from its structure record;
+    /// None when the record is not one [`fts_structure`] reads.
+    fn fts_levels(&self) -> Result<Option<Vec<Vec<u64>>>, IndexError> {
+        let block: Option<Vec<u8>> = self
+            .db
+            .query_row("SELECT block FROM fts_data WHERE id = 10", [], |r| r.get(0))
+            .optional()?;
+        Ok(block.and_then(|b| fts_structure(&b)))
     }
 
     /// Count a message's text towards [`OPTIMIZE_AFTER`].
@@ -989,6 +1030,60 @@ fn fts_query(query: &str) -> Option<String> {
     (!terms.is_empty()).then(|| terms.join(" "))
 }
 
+/// FTS5's structure record (`fts5StructureDecode` in SQLite's `fts5_index.c`): a 4-byte
+/// cookie, an optional version mark, the level and segment counts, a write counter, then per
+/// level the segments being merged, their count and each one's id and first and last page
+/// (and, in the mark's version, 5 more numbers). Each level's segments' sizes in pages; None
+/// for anything else (another SQLite's format), read whole or not at all.
+fn fts_structure(b: &[u8]) -> Option<Vec<Vec<u64>>> {
+    let v2 = b.get(4..8) == Some(&[0xff, 0, 0, 1][..]);
+    let mut i = if v2 { 8 } else { 4 };
+    // SQLite's varint: 7 bits a byte, high bit set on all but the last; a 9th byte has 8.
+    let mut varint = || -> Option<u64> {
+        let mut v: u64 = 0;
+        for n in 0..9 {
+            let byte = *b.get(i)?;
+            i += 1;
+            if n == 8 {
+                return Some((v << 8) | u64::from(byte));
+            }
+            v = (v << 7) | u64::from(byte & 0x7f);
+            if byte & 0x80 == 0 {
+                break;
+            }
+        }
+        Some(v)
+    };
+    let levels = varint()?;
+    let segments = varint()?;
+    let _writes = varint()?;
+    if levels > 64 || segments > 2000 {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut seen = 0;
+    for _ in 0..levels {
+        let _merging = varint()?;
+        let n = varint()?;
+        seen += n;
+        if seen > segments {
+            return None;
+        }
+        let mut sizes = Vec::new();
+        for _ in 0..n {
+            let (_id, first, last) = (varint()?, varint()?, varint()?);
+            if v2 {
+                for _ in 0..5 {
+                    varint()?;
+                }
+            }
+            sizes.push(last.checked_sub(first)? + 1);
+        }
+        out.push(sizes);
+    }
+    (seen == segments && i == b.len()).then_some(out)
+}
+
 fn is_corrupt(e: &rusqlite::Error) -> bool {
     matches!(
         e.sqlite_error_code(),
@@ -1151,5 +1246,79 @@ fn walk(
             }
         }
         rel.pop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn fts5_structure_records_are_read_whole_or_not_at_all() {
+        // Written by SQLite 3.40 (the first version): three segments on level 0.
+        let v1 = [0, 0, 0, 0, 1, 3, 12, 0, 3, 1, 1, 10, 2, 1, 1, 3, 1, 1];
+        assert_eq!(fts_structure(&v1), Some(vec![vec![10, 1, 1]]));
+        assert_eq!(fts_structure(&v1[..v1.len() - 1]), None);
+        assert_eq!(fts_structure(&[v1.as_slice(), &[0]].concat()), None);
+        assert_eq!(fts_structure(b"not a structure record"), None);
+    }
+
+    #[test]
+    fn a_settled_text_index_is_one_segment_on_level_2_or_above_and_holds_the_same_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(&dir.path().join("sessions.db")).unwrap();
+        // Three commits: three segments, all on level 0, where `optimize` alone would leave
+        // its one segment on level 1.
+        for batch in 0..3 {
+            for i in 0..300 {
+                index
+                    .db
+                    .execute(
+                        "INSERT INTO msgs(path, role, text) VALUES ('f', 'user', ?1)",
+                        params![format!("batch{batch} message {i} of common words")],
+                    )
+                    .unwrap();
+            }
+            index.sync_fts().unwrap();
+        }
+        let levels = index
+            .fts_levels()
+            .unwrap()
+            .expect("this SQLite's record read");
+        assert_eq!(levels.iter().map(Vec::len).collect::<Vec<_>>(), [3]);
+
+        index.settle_fts().unwrap();
+        let levels = index.fts_levels().unwrap().unwrap();
+        let held: Vec<(usize, usize)> = levels
+            .iter()
+            .enumerate()
+            .filter(|(_, segments)| !segments.is_empty())
+            .map(|(level, segments)| (level, segments.len()))
+            .collect();
+        assert!(
+            held.len() == 1 && held[0].0 >= 2 && held[0].1 == 1,
+            "{levels:?}"
+        );
+        let count = |q: &str| -> i64 {
+            index
+                .db
+                .query_row("SELECT count(*) FROM fts WHERE fts MATCH ?1", [q], |r| {
+                    r.get(0)
+                })
+                .unwrap()
+        };
+        assert_eq!(
+            (count("batch1"), count("common"), count("volee")),
+            (300, 900, 0)
+        );
+        index
+            .db
+            .execute(
+                "INSERT INTO fts(fts, rank) VALUES ('integrity-check', 1)",
+                [],
+            )
+            .unwrap();
     }
 }
