@@ -330,7 +330,7 @@ impl Index {
 
     /// After a large write: the text index merged into one segment (FTS5's `optimize`) on
     /// level 2 or above, so that small writes after it merge their own segments among
-    /// themselves, and this one only a step at a time (each step ≤ 35 ms at 1 GB), never in a
+    /// themselves, and this one only a step at a time (steps of 15–55 ms at 1 GB), never in a
     /// crisis merge: those start from level 0 and reach level 1 (16 segments there) but, as
     /// level 1 is merged a step at a time once it has 8, not level 2. `optimize` puts its
     /// segment one level above all the others when they lie on several levels, but only on
