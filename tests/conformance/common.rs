@@ -678,6 +678,19 @@ pub fn resume_from_history(
     assert_eq!(again.status.code(), Some(2));
     let said = String::from_utf8_lossy(&again.stderr).to_string();
     assert!(said.contains(&id), "{said}");
+    // A resumed TUI draws the earlier conversation after its prompt is up (Gemini CLI: once, in
+    // a whole-suite run, the question typed then was lost): its screen settles first.
+    // (A screen that never settles, a clock say, is typed into after 15 s as before.)
+    let mut last = env.ok(["peek", &id]);
+    let settle_by = std::time::Instant::now() + Duration::from_secs(15);
+    while std::time::Instant::now() < settle_by {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = env.ok(["peek", &id]);
+        if now == last {
+            break;
+        }
+        last = now;
+    }
     let question = "Which file did I ask about before?";
     env.ok(["send", &id, question]);
     let asked = wait_until(
