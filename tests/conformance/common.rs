@@ -714,7 +714,32 @@ pub fn resume_from_history(
         "volee sessions resume {session}: agent {id}; its first request carried the earlier prompt"
     );
     env.ok(["send", &id, exit]);
-    let _ = env.run(["wait", &id, "--until", "done", "--timeout", "20"]);
+    let ended = env.run(["wait", &id, "--until", "done", "--timeout", "20"]);
+    // Whatever happened, its processes are gone before the test ends: a resumed Gemini CLI (a
+    // node that relaunches itself) once outlived its tmux server, and the next tests' /proc
+    // scan found it.
+    let pid = env.agent(&id)["pid"].as_i64();
+    if !ended.status.success() {
+        let _ = env.run(["stop", &id]);
+    }
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        let gone = || nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err();
+        let by = std::time::Instant::now() + Duration::from_secs(10);
+        while !gone() && std::time::Instant::now() < by {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if !gone() {
+            eprintln!("the resumed agent's process {pid} outlived its stop: killed");
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
 }
 
 /// `pid` and its descendants as `pid:comm(args…)`, for diagnostics (a relaunched child shows
