@@ -112,7 +112,11 @@ pub fn run(args: BrowseArgs) -> CliResult {
     let result = browse(&args, &socket);
     // In a popup an error would vanish with it: say it on the client's status line too.
     if let (Err(e), Some(client)) = (&result, &args.client) {
-        tell(&socket, client, &format!("volee: {}", e.message));
+        crate::tmux_ui::tell(
+            &TmuxServer::new(&socket),
+            Some(client),
+            &format!("volee: {}", e.message),
+        );
     }
     result
 }
@@ -150,29 +154,8 @@ fn open_popup(args: &BrowseArgs) -> CliResult {
         " volee ".into(),
         inner.join(" "),
     ]);
-    let argv: Vec<String> = argv
-        .iter()
-        .map(|a| volee_tmux::server::literal_arg(a))
-        .collect();
     // display-popup returns when the popup closes: leave it to tmux.
-    TmuxServer::new(&socket)
-        .command()
-        .args(&argv)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
-    Ok(())
-}
-
-fn tell(socket: &Path, client: &str, message: &str) {
-    let _ = TmuxServer::new(socket).run(&[
-        "display-message",
-        "-c",
-        client,
-        &volee_view::tmux_message_text(message, 200),
-    ]);
+    crate::tmux_ui::leave_to_tmux(&TmuxServer::new(&socket), &argv)
 }
 
 /// The live agents, needs-you first.

@@ -352,7 +352,7 @@ pub fn down() -> CliResult {
 }
 
 /// Run a tmux command on behalf of a key binding; errors go to the user's status line.
-fn tell(server: &TmuxServer, client: Option<&str>, message: &str) {
+pub(crate) fn tell(server: &TmuxServer, client: Option<&str>, message: &str) {
     let mut args = vec!["display-message".to_string()];
     if let Some(c) = client {
         args.extend(["-c".into(), c.to_string()]);
@@ -421,6 +421,12 @@ pub fn pick(socket: Option<PathBuf>, client_name: Option<String>) -> CliResult {
         args.push(switch_command(client_name.as_deref(), agent, &socket));
     }
     // display-menu returns only when the menu closes: leave it to tmux and return now.
+    leave_to_tmux(&server, &args)
+}
+
+/// Run a tmux command that returns only when the user closes what it shows (a menu, a popup)
+/// without waiting for it.
+pub(crate) fn leave_to_tmux(server: &TmuxServer, args: &[String]) -> CliResult {
     let argv: Vec<String> = args
         .iter()
         .map(|a| volee_tmux::server::literal_arg(a))
