@@ -55,18 +55,17 @@ impl Row {
                 a.title.as_deref().unwrap_or(""),
                 a.cwd,
                 a.state
-            ),
-            Row::Past(s) => format!(
-                "{} {} {} {} {} {}",
-                s.id,
-                s.harness,
-                s.title.as_deref().unwrap_or(""),
-                s.first_prompt.as_deref().unwrap_or(""),
-                s.project.as_deref().unwrap_or(""),
-                s.branch.as_deref().unwrap_or("")
+            )
+            .to_lowercase(),
+            Row::Past(s) => volee_view::session_haystack(
+                &s.id,
+                &s.harness,
+                s.title.as_deref(),
+                s.first_prompt.as_deref(),
+                s.project.as_deref(),
+                s.branch.as_deref(),
             ),
         }
-        .to_lowercase()
     }
 
     /// What stays the same row when the list is read again.

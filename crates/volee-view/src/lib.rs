@@ -96,6 +96,26 @@ pub fn harness_label(agent: &AgentView, max_chars: usize) -> String {
     }
 }
 
+/// What a list's filter looks in for a past session (`volee browse`, the zellij pane): its id,
+/// harness, title, first prompt, project and branch, lower case.
+pub fn session_haystack(
+    id: &str,
+    harness: &str,
+    title: Option<&str>,
+    first_prompt: Option<&str>,
+    project: Option<&str>,
+    branch: Option<&str>,
+) -> String {
+    format!(
+        "{id} {harness} {} {} {} {}",
+        title.unwrap_or(""),
+        first_prompt.unwrap_or(""),
+        project.unwrap_or(""),
+        branch.unwrap_or("")
+    )
+    .to_lowercase()
+}
+
 #[cfg(test)]
 pub(crate) mod test_support {
     use volee_protocol::{AgentState, AgentView, Host, Origin, ProfileFit, StateSource};

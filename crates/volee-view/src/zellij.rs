@@ -279,18 +279,17 @@ impl Row<'_> {
                 a.cwd,
                 a.state,
                 a.session_id.as_deref().unwrap_or("")
-            ),
-            Row::Past(s) => format!(
-                "{} {} {} {} {} {}",
-                s.id,
-                s.harness,
-                s.title.as_deref().unwrap_or(""),
-                s.first_prompt.as_deref().unwrap_or(""),
-                s.project.as_deref().unwrap_or(""),
-                s.branch.as_deref().unwrap_or("")
+            )
+            .to_lowercase(),
+            Row::Past(s) => crate::session_haystack(
+                &s.id,
+                &s.harness,
+                s.title.as_deref(),
+                s.first_prompt.as_deref(),
+                s.project.as_deref(),
+                s.branch.as_deref(),
             ),
         }
-        .to_lowercase()
     }
 
     fn key(&self) -> RowKey {
