@@ -871,6 +871,9 @@ mod tests {
             ended_at: None,
             last_output: None,
             worktree: None,
+            machine: None,
+            reachable: true,
+            unreachable_since: None,
         };
         let (rows, joined) = rows_of(vec![agent], index.sessions().unwrap());
         assert_eq!(rows.len(), 1, "the session is listed as its agent only");

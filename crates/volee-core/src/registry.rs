@@ -164,6 +164,9 @@ impl AgentRecord {
             ended_at: self.ended_at.map(rfc3339),
             last_output: self.signals.last_output.map(rfc3339_ms),
             worktree: self.worktree.clone(),
+            machine: None,
+            reachable: true,
+            unreachable_since: None,
         }
     }
 

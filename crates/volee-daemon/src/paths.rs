@@ -78,6 +78,10 @@ impl Paths {
         self.config_dir.join("config.toml")
     }
     /// The machines of `volee machine add` (issue 20).
+    /// The ControlPath of machine `name`'s kept ssh connection (in the 0700 runtime dir).
+    pub fn ssh_control(&self, name: &str) -> PathBuf {
+        self.runtime_dir.join(format!("ssh-{name}"))
+    }
     pub fn machines_file(&self) -> PathBuf {
         self.config_dir.join("machines.toml")
     }

@@ -14,8 +14,9 @@ pub mod zellij;
 
 /// Bumped whenever a request or response changes shape; a CLI that sees another version restarts
 /// the daemon (the registry survives, see `docs/ARCHITECTURE.md`). 4: keep-alives (a client that
-/// expects them must not take an older daemon's silence for a stopped daemon).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// expects them must not take an older daemon's silence for a stopped daemon). 6: machines
+/// (`machine`, `reachable` on agents; `WatchAll`, `Machines`, `RunOn`).
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// How often the daemon sends [`Response::KeepAlive`] on a connection that waits.
 pub const KEEPALIVE_SECS: u64 = 2;
@@ -191,6 +192,29 @@ pub struct AgentView {
     /// The linked git worktree its working directory is in (`launch --worktree`, or found).
     #[serde(default)]
     pub worktree: Option<Worktree>,
+    /// The machine it runs on (`volee machine add`), addressed as `MACHINE:ID`; null when local.
+    #[serde(default)]
+    pub machine: Option<String>,
+    /// False while its machine cannot be reached: `state` is the last one known, never guessed.
+    #[serde(default = "reachable_default")]
+    pub reachable: bool,
+    /// RFC 3339 time its machine stopped answering (while `reachable` is false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable_since: Option<String>,
+}
+
+fn reachable_default() -> bool {
+    true
+}
+
+impl AgentView {
+    /// How the user addresses it: `ID` when local, `MACHINE:ID` when remote.
+    pub fn address(&self) -> String {
+        match &self.machine {
+            Some(m) => format!("{m}:{}", self.id),
+            None => self.id.clone(),
+        }
+    }
 }
 
 /// A linked git worktree: its top directory and the branch checked out there.
@@ -409,6 +433,56 @@ pub enum Request {
     IndexSessions {
         roots: Vec<SessionRoot>,
     },
+    /// Keep the connection open: every agent (ended ones too) now, and again after every change,
+    /// as `Agents`. What `volee serve --stdio` streams to the machine that connected.
+    WatchAll,
+    /// The machines the daemon keeps a connection to (`volee machine ls`). Answers `Machines`.
+    Machines {
+        /// Time a round trip on each connected machine's kept connection.
+        #[serde(default)]
+        ping: bool,
+    },
+    /// `machines.toml` changed (`volee machine add|rm`): connect to new machines, drop removed
+    /// ones. Answers `Ok`.
+    MachinesChanged,
+    /// Run `volee ARGS` on a machine (through its kept connection), with the remote's own login
+    /// environment; only the commands of [`REMOTE_COMMANDS`]. Answers `Ran`.
+    RunOn {
+        machine: String,
+        args: Vec<String>,
+    },
+}
+
+/// The volee commands `RunOn` may run on a machine (`launch --on`, `sessions … --on`).
+pub const REMOTE_COMMANDS: &[&str] = &["launch", "sessions"];
+
+/// What the daemon knows of a machine's connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MachineLink {
+    pub name: String,
+    /// `connecting`, `connected`, `unreachable`, `incompatible`.
+    pub status: String,
+    /// The remote volee's version, once it said hello.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// The remote's protocol, once it said hello.
+    #[serde(default)]
+    pub protocol: Option<u32>,
+    /// A round trip on the kept connection (asked with `ping`), in milliseconds.
+    #[serde(default)]
+    pub rtt_ms: Option<u64>,
+    /// RFC 3339: connected since, or unreachable since.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// Why it is not connected (ssh's words, control characters removed, bounded).
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Its agents that have not ended, by state (`working`, `needs_you`, …).
+    #[serde(default)]
+    pub agents: std::collections::BTreeMap<String, u32>,
+    /// The ssh process of the connection (one per machine).
+    #[serde(default)]
+    pub ssh_pid: Option<u32>,
 }
 
 /// A harness's sessions directory (or a project directory, for a harness that keeps its history
@@ -472,6 +546,15 @@ pub enum Response {
     /// The index is up to date over the roots asked for; what under them could not be read.
     SessionsIndexed {
         unreadable: Vec<UnreadableFile>,
+    },
+    Machines {
+        machines: Vec<MachineLink>,
+    },
+    /// What `RunOn` ran printed, and its exit code.
+    Ran {
+        code: i32,
+        stdout: String,
+        stderr: String,
     },
     Ok,
     /// Not an answer: the daemon is alive and the answer (or the next change) is still to come.

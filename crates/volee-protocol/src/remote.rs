@@ -2,7 +2,9 @@
 //!
 //! The local side reads one line, `{"protocol": N, "version": "…"}`, before anything else: a
 //! different `N` is refused with both numbers (the two volee speak different socket protocols),
-//! and `version` is the remote binary's version, shown in `volee machine ls`.
+//! and `version` is the remote binary's version, shown in `volee machine ls`. Then newline JSON
+//! both ways: [`RemoteRequest`] down, [`RemoteFrame`] up (answers by id, and agent lists pushed
+//! when the machine's registry changes).
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +19,25 @@ pub struct RemoteHello {
 
 /// The longest hello line the local side reads (the remote is not trusted: its output is bounded).
 pub const MAX_HELLO_BYTES: usize = 4096;
+
+/// The longest line either side reads after the hello (a machine's whole agent list is one).
+pub const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
+
+/// A request the local daemon sends down the connection: `id` comes back on its answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RemoteRequest {
+    pub id: u64,
+    pub request: crate::Request,
+}
+
+/// A line `volee serve --stdio` writes after its hello: the answer to request `id`, or with no
+/// `id` the machine's agents (`Response::Agents`, every agent, ended ones too) after a change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RemoteFrame {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<u64>,
+    pub response: crate::Response,
+}
 
 #[cfg(test)]
 mod tests {

@@ -152,6 +152,9 @@ pub(crate) mod test_support {
             ended_at: None,
             last_output: None,
             worktree: None,
+            machine: None,
+            reachable: true,
+            unreachable_since: None,
         }
     }
 }

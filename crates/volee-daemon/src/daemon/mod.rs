@@ -11,6 +11,7 @@ mod notifications;
 mod pane_events;
 mod pane_requests;
 mod processes;
+mod remote;
 mod request_error;
 mod requests;
 mod rescan;

@@ -75,6 +75,13 @@ impl Daemon {
             Request::ZellijSessions => Ok(Response::ZellijSessions {
                 sessions: self.hosts.zellij.sessions(),
             }),
+            Request::WatchAll => Err(RequestError::user("watch_all is a streaming request")),
+            Request::Machines { ping } => return self.machines_request(ping, reply),
+            Request::MachinesChanged => {
+                self.reload_machines();
+                Ok(Response::Ok)
+            }
+            Request::RunOn { machine, args } => return self.run_on(&machine, args, reply),
             Request::IndexSessions { roots } => {
                 // The index thread answers when it has read them.
                 self.history.index_now(roots, reply);

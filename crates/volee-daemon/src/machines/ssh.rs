@@ -8,7 +8,7 @@
 
 use std::ffi::OsString;
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -28,6 +28,14 @@ pub const MAX_OUTPUT: u64 = 64 * 1024;
 
 /// What the remote shell runs for a probe: fixed text, nothing of the user's or the remote's.
 pub const PROBE_COMMAND: &str = "volee --version && volee serve --stdio";
+
+/// What the daemon's kept connection runs on the machine: fixed text.
+pub const SERVE_COMMAND: &str = "volee serve --stdio";
+
+/// ssh's keep-alive on the kept connection: asked every this many seconds, given up after
+/// `SERVER_ALIVE_COUNT` unanswered (a silently dead link is found within 9 s).
+pub const SERVER_ALIVE_SECS: u32 = 3;
+pub const SERVER_ALIVE_COUNT: u32 = 3;
 
 /// How volee runs `ssh` for everyone: the config file of [`SSH_CONFIG_VAR`], if set.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -86,6 +94,64 @@ impl SshOptions {
         }
         args.push("-T".into());
         args.push("-n".into());
+        args.push(machine.dest.clone().into());
+        args.push(remote_command.into());
+        args
+    }
+
+    /// The argv after `ssh` of the daemon's kept connection to the machine: the ControlMaster at
+    /// `control` (ssh's own multiplexing: `attach` and the rest run over it), keep-alives set by
+    /// volee (a dead link is found in at most `SERVER_ALIVE_SECS * SERVER_ALIVE_COUNT`), no
+    /// prompt, no host key accepted, no terminal; stdin carries requests.
+    pub fn master_args(
+        &self,
+        machine: &Machine,
+        control: &Path,
+        remote_command: &str,
+    ) -> Vec<OsString> {
+        let mut args: Vec<OsString> = self.machine_args(machine);
+        for option in [
+            "BatchMode=yes".to_string(),
+            "StrictHostKeyChecking=yes".to_string(),
+            "ConnectTimeout=10".to_string(),
+            format!("ServerAliveInterval={SERVER_ALIVE_SECS}"),
+            format!("ServerAliveCountMax={SERVER_ALIVE_COUNT}"),
+            "ControlMaster=yes".to_string(),
+            "ControlPersist=no".to_string(),
+        ] {
+            args.push("-o".into());
+            args.push(option.into());
+        }
+        args.push("-S".into());
+        args.push(control.into());
+        args.push("-T".into());
+        args.push(machine.dest.clone().into());
+        args.push(remote_command.into());
+        args
+    }
+
+    /// The argv after `ssh` of a session over the kept connection at `control` (never a second
+    /// connection: `ControlMaster=no`, and ssh fails when the master is not there), with a
+    /// terminal when `tty` (`attach`).
+    pub fn over_master_args(
+        &self,
+        machine: &Machine,
+        control: &Path,
+        tty: bool,
+        remote_command: &str,
+    ) -> Vec<OsString> {
+        let mut args: Vec<OsString> = self.machine_args(machine);
+        for option in [
+            "BatchMode=yes",
+            "StrictHostKeyChecking=yes",
+            "ControlMaster=no",
+        ] {
+            args.push("-o".into());
+            args.push(option.into());
+        }
+        args.push("-S".into());
+        args.push(control.into());
+        args.push(if tty { "-t" } else { "-T" }.into());
         args.push(machine.dest.clone().into());
         args.push(remote_command.into());
         args
