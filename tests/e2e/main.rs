@@ -14,6 +14,7 @@ mod mcp;
 mod notify;
 mod own_agent;
 mod planted;
+mod remote;
 mod sessions;
 mod states;
 mod tmux_front;

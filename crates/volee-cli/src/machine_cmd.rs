@@ -2,7 +2,6 @@
 //! in `machines.toml` (volee-daemon's `machines`), each checked with one `ssh` of the user's
 //! (`machines::ssh::probe`). `volee serve --stdio` is what a probe runs on the other side.
 
-use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -12,7 +11,6 @@ use volee_daemon::machines::ssh::{self, Probe, ProbeOutcome, SshOptions};
 use volee_daemon::machines::{self, Machine, MachinesFile};
 use volee_daemon::persist::Loaded;
 use volee_daemon::Paths;
-use volee_protocol::remote::RemoteHello;
 use volee_protocol::PROTOCOL_VERSION;
 
 use crate::error::{self, CliError, CliResult};
@@ -314,34 +312,7 @@ fn rm(name: &str) -> CliResult {
     Ok(())
 }
 
-/// `volee serve --stdio`, run by `ssh` on a machine: its first line says which protocol and
-/// version this volee speaks. This slice serves nothing more: it reads (and drops) what comes on
-/// stdin until it closes; the daemon's connection of issue 20's next slice carries requests.
+/// `volee serve --stdio`, run by `ssh` on a machine (`crate::serve`).
 pub fn serve_stdio() -> CliResult {
-    let hello = RemoteHello {
-        protocol: PROTOCOL_VERSION,
-        version: env!("CARGO_PKG_VERSION").into(),
-    };
-    let mut stdout = std::io::stdout().lock();
-    let written = serde_json::to_string(&hello)
-        .map_err(CliError::from)
-        .and_then(|line| {
-            writeln!(stdout, "{line}")
-                .and_then(|()| stdout.flush())
-                .map_err(|e| CliError::internal(format!("writing the hello line: {e}")))
-        });
-    if written.is_err() {
-        // The other side went away: nothing to serve.
-        return Ok(());
-    }
-    let mut stdin = std::io::stdin().lock();
-    let mut sink = Vec::new();
-    loop {
-        sink.clear();
-        // Bounded per read: a line without an end is read in pieces, never held whole.
-        match std::io::Read::take(&mut stdin, 64 * 1024).read_until(b'\n', &mut sink) {
-            Ok(0) | Err(_) => return Ok(()),
-            Ok(_) => {}
-        }
-    }
+    crate::serve::stdio()
 }

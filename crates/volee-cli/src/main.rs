@@ -22,6 +22,7 @@ mod probe;
 mod profiles;
 mod program;
 mod send;
+mod serve;
 mod sessions_cmd;
 mod setup;
 mod tmux_ui;

@@ -263,6 +263,52 @@ Host *
         std::fs::write(&self.known_hosts, &out.stdout).unwrap();
     }
 
+    /// Cut every connection as a network failure would: SIGKILL the listener and every sshd
+    /// process serving a connection (its descendants named `sshd…`), not only the listener.
+    pub fn cut(&mut self) {
+        let listener = self.child.id();
+        let mut doomed = vec![listener];
+        // Descendants: walk /proc until no new child of a doomed process turns up.
+        loop {
+            let before = doomed.len();
+            for (pid, ppid, comm) in processes() {
+                if doomed.contains(&ppid) && !doomed.contains(&pid) && comm.starts_with("sshd") {
+                    doomed.push(pid);
+                }
+            }
+            if doomed.len() == before {
+                break;
+            }
+        }
+        for pid in &doomed {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.child.wait();
+    }
+
+    /// Start sshd again after [`SshServer::cut`], on the same port with the same keys.
+    pub fn restart(&mut self) {
+        let root = self.dir.path();
+        self.child = Command::new(sshd_path().unwrap())
+            .args(["-D", "-f"])
+            .arg(root.join("sshd_config"))
+            .arg("-E")
+            .arg(root.join("sshd.log"))
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let port = self.port;
+        crate::wait_until(
+            "the test sshd listens again",
+            Duration::from_secs(10),
+            || TcpStream::connect(("127.0.0.1", port)).ok(),
+            || self.log(),
+        );
+    }
+
     /// `ssh -F CONFIG -p PORT DEST ARGS…` as the local side, for checks of the server itself.
     pub fn ssh(&self) -> Command {
         let mut c = Command::new("ssh");
@@ -288,4 +334,23 @@ impl Drop for SshServer {
             eprintln!("kept {}", self.dir.path().display());
         }
     }
+}
+
+/// Every process: pid, parent pid, command name.
+fn processes() -> Vec<(u32, u32, String)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // `pid (comm) state ppid …`: comm may hold spaces and parentheses.
+            let open = stat.find('(')?;
+            let close = stat.rfind(')')?;
+            let comm = stat[open + 1..close].to_string();
+            let ppid = stat[close + 2..].split(' ').nth(1)?.parse().ok()?;
+            Some((pid, ppid, comm))
+        })
+        .collect()
 }

@@ -88,6 +88,10 @@ type SubmitKey = (PaneRef, &'static str);
 enum Msg {
     Request(Box<Request>, Reply),
     Watch(String, mpsc::UnboundedSender<Response>),
+    /// `volee serve --stdio`'s stream of every local agent.
+    WatchAll(mpsc::UnboundedSender<Response>),
+    /// What a machine's kept connection said.
+    Link(String, crate::machines::link::LinkEvent),
     /// What a zellij session's watch saw.
     Zellij(String, ZellijMsg),
     /// A pane's screen, read after the output of `output_at` settled.
@@ -191,6 +195,7 @@ pub async fn run(paths: Paths, config: Config) -> Result<(), DaemonError> {
     let mut daemon = Daemon::new(paths.clone(), config, tx.clone(), conn_tx);
     daemon.load();
     daemon.replay_spool();
+    daemon.reload_machines();
     tokio::spawn(socket::accept_loop(listener, tx.clone()));
     daemon.startup_resync().await;
     daemon.run(rx, conn_rx).await;
@@ -218,6 +223,10 @@ struct Daemon {
     tx: mpsc::UnboundedSender<Msg>,
     /// `volee wait`/`watch` streams, by agent id.
     watchers: Vec<(String, mpsc::UnboundedSender<Response>)>,
+    /// `WatchAll` streams (`volee serve --stdio` of a machine's connection).
+    all_watchers: Vec<mpsc::UnboundedSender<Response>>,
+    /// The machines reached over ssh and the mirror of their agents.
+    remote: remote::Remote,
     /// What volee typed: echo times and held submit keys.
     typing: Typing<SubmitKey>,
     /// When screens are read, and the rules that classify them.
@@ -263,6 +272,8 @@ impl Daemon {
             registry: Registry::default(),
             tx,
             watchers: Vec::new(),
+            all_watchers: Vec::new(),
+            remote: remote::Remote::default(),
             typing: Typing::default(),
             hooks: hooks::HookState::default(),
             notices: notifications::Notices::default(),
@@ -377,6 +388,7 @@ impl Daemon {
             self.discovery.next_scan(&self.config),
             self.sources.next_poll(&self.registry),
             self.notices.next_due(&self.config.notify),
+            self.remote.next_due(),
         ]
         .into_iter()
         .flatten()
@@ -385,6 +397,7 @@ impl Daemon {
 
     fn on_timer(&mut self) {
         let now = now_ms();
+        self.release_held(true);
         for (_, (pane, key)) in self.typing.take_due(now) {
             pane_requests::submit(pane, key, Duration::ZERO);
         }
@@ -404,18 +417,23 @@ impl Daemon {
     fn on_msg(&mut self, msg: Msg) {
         match msg {
             Msg::Request(req, reply) => self.on_request(*req, reply),
-            Msg::Watch(query, tx) => match self.registry.resolve(&query) {
-                Ok(agent) => {
-                    let id = agent.id.clone();
-                    let _ = tx.send(Response::Agent {
-                        agent: agent.view(),
-                    });
-                    self.watchers.push((id, tx));
+            Msg::Watch(query, tx) => {
+                let Some((query, tx)) = self.watch_remote(query, tx) else {
+                    return;
+                };
+                if let Some(error) = self.unknown_machine_query(&query) {
+                    let _ = tx.send(error);
+                    return;
                 }
-                Err(e) => {
-                    let _ = tx.send(user_error(&e.to_string(), vec![]));
-                }
-            },
+                self.watch(query, tx);
+            }
+            Msg::WatchAll(tx) => {
+                let _ = tx.send(Response::Agents {
+                    agents: self.local_views(true),
+                });
+                self.all_watchers.push(tx);
+            }
+            Msg::Link(name, event) => self.on_link(&name, event),
             Msg::Zellij(session, msg) => {
                 for event in self.hosts.zellij.on_msg(&session, msg) {
                     self.on_host_event(event);
@@ -449,6 +467,22 @@ impl Daemon {
             Msg::VersionRead { id, version } => self.on_version(&id, version),
             Msg::PastSessions(sessions) => self.hosts.zellij.show_sessions(sessions),
             Msg::Shutdown => {}
+        }
+    }
+
+    /// `volee wait`/`watch ID` of a local agent.
+    fn watch(&mut self, query: String, tx: mpsc::UnboundedSender<Response>) {
+        match self.registry.resolve(&query) {
+            Ok(agent) => {
+                let id = agent.id.clone();
+                let _ = tx.send(Response::Agent {
+                    agent: agent.view(),
+                });
+                self.watchers.push((id, tx));
+            }
+            Err(e) => {
+                let _ = tx.send(user_error(&e.to_string(), vec![]));
+            }
         }
     }
 
@@ -488,6 +522,15 @@ impl Daemon {
                     }
                 }
             });
+            if !changed.is_empty() && !self.all_watchers.is_empty() {
+                let agents = self.local_views(true);
+                self.all_watchers.retain(|tx| {
+                    tx.send(Response::Agents {
+                        agents: agents.clone(),
+                    })
+                    .is_ok()
+                });
+            }
             self.push_status();
             if !self.hosts.zellij.is_empty() {
                 let views: Vec<AgentView> = self.registry.iter().map(AgentRecord::view).collect();
@@ -496,7 +539,8 @@ impl Daemon {
         }
     }
 
-    fn views(&self, all: bool) -> Vec<AgentView> {
+    /// The agents of this machine.
+    fn local_views(&self, all: bool) -> Vec<AgentView> {
         let mut agents: Vec<&AgentRecord> = self
             .registry
             .iter()

@@ -33,14 +33,21 @@ fn answer_later(
 
 impl Daemon {
     pub(super) fn on_request(&mut self, req: Request, reply: Reply) {
+        let Some((req, reply)) = self.route_remote(req, reply) else {
+            return;
+        };
+        if let Some(error) =
+            super::remote::request_query(&req).and_then(|id| self.unknown_machine_query(id))
+        {
+            let _ = reply.send(error);
+            return;
+        }
         let answer = match req {
             Request::Hello { .. } => Ok(Response::Hello {
                 version: PROTOCOL_VERSION,
                 pid: std::process::id(),
             }),
-            Request::List { all } => Ok(Response::Agents {
-                agents: self.views(all),
-            }),
+            Request::List { all } => return self.list(all, reply),
             Request::Show { id } => self.show(&id),
             Request::Explain { id } => self.explain(&id),
             Request::Launch(req) => return self.launch(req, reply),

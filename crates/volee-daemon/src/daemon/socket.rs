@@ -63,9 +63,13 @@ async fn serve_client(stream: UnixStream, tx: mpsc::UnboundedSender<Msg>) {
         // a stopped daemon.
         let every = Duration::from_secs(volee_protocol::KEEPALIVE_SECS);
         let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-        if let Request::Watch { id } = request {
+        if matches!(request, Request::Watch { .. } | Request::WatchAll) {
             let (wtx, mut wrx) = mpsc::unbounded_channel();
-            if tx.send(Msg::Watch(id, wtx)).is_err() {
+            let msg = match request {
+                Request::Watch { id } => Msg::Watch(id, wtx),
+                _ => Msg::WatchAll(wtx),
+            };
+            if tx.send(msg).is_err() {
                 return;
             }
             loop {

@@ -2,6 +2,7 @@
 //! keeps them (`machines.toml` in the config dir, 0600, written atomically; a file that does not
 //! parse is moved aside, never lost). [`ssh`] runs the system's OpenSSH client against one.
 
+pub mod link;
 pub mod ssh;
 
 use std::fs;

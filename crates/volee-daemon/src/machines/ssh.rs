@@ -404,7 +404,7 @@ fn shell_word(word: &str) -> String {
 }
 
 /// A remote's version string as volee shows it: at most 64 of `[0-9A-Za-z.+-_]`, else `?`.
-fn clean_version(raw: &str) -> String {
+pub(crate) fn clean_version(raw: &str) -> String {
     let v: String = raw
         .trim()
         .chars()
