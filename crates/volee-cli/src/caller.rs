@@ -14,6 +14,26 @@ pub fn tmux_socket(explicit: Option<PathBuf>) -> PathBuf {
     })
 }
 
+/// Make the directory of tmux's default socket (`/tmp/tmux-UID`, or under `TMUX_TMPDIR`) the
+/// way tmux does when it starts a server itself: tmux given `-S` creates no directory, so on a
+/// fresh machine (or a fresh login over ssh) the first server volee starts would fail. Only that
+/// directory, private; one that exists is left as it is (tmux checks its owner and mode).
+pub fn ensure_default_socket_dir(socket: &Path) {
+    let uid = nix::unistd::getuid().as_raw();
+    let default = volee_tmux::connection::default_socket(
+        None,
+        std::env::var("TMUX_TMPDIR").ok().as_deref(),
+        uid,
+    );
+    if socket != default {
+        return;
+    }
+    if let Some(dir) = socket.parent().filter(|d| !d.exists()) {
+        use std::os::unix::fs::DirBuilderExt;
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+    }
+}
+
 /// True when the caller runs inside a pane of the server at `socket`.
 pub fn inside_server(socket: &Path) -> bool {
     std::env::var("TMUX")

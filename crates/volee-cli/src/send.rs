@@ -35,7 +35,7 @@ pub fn confirm_reaction(before: AgentView, wait: Duration) -> CliResult<String> 
     }
     let mut client = crate::ask::client()?;
     client.send(&Request::Watch {
-        id: before.id.clone(),
+        id: before.address(),
     })?;
     let deadline = Instant::now() + wait;
     let mut last = before.state;
@@ -46,13 +46,13 @@ pub fn confirm_reaction(before: AgentView, wait: Duration) -> CliResult<String> 
         if drew.is_some_and(|at| now >= at + GRACE) {
             return Ok(format!(
                 "sent to {}: it reacted (output; still {last})",
-                before.id
+                before.address()
             ));
         }
         let left = deadline.saturating_duration_since(now);
         if left.is_zero() {
             return Err(error::did_not_react(
-                &before.id,
+                &before.address(),
                 wait.as_secs(),
                 &last.to_string(),
             ));
@@ -65,7 +65,7 @@ pub fn confirm_reaction(before: AgentView, wait: Duration) -> CliResult<String> 
             Some(Response::Agent { agent }) => {
                 // A state change after the send (or a newer state_since) is the reaction.
                 if agent.state != before.state || agent.state_since != before.state_since {
-                    return Ok(format!("sent to {}: now {}", agent.id, agent.state));
+                    return Ok(format!("sent to {}: now {}", agent.address(), agent.state));
                 }
                 if drew.is_none()
                     && agent.last_output.is_some()

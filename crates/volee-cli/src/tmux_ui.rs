@@ -271,6 +271,7 @@ pub fn up(no_attach: bool) -> CliResult {
     let server = TmuxServer::new(&socket);
     let inside = inside_server(&socket);
     if !inside && !server.has_session("volee") {
+        crate::caller::ensure_default_socket_dir(&socket);
         let cwd = std::env::current_dir().map_err(|e| CliError::from_error(Exit::User, &e))?;
         server.run(&[
             "new-session",
