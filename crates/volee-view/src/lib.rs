@@ -13,7 +13,10 @@ pub mod text;
 pub mod zellij;
 
 pub use picker::{menu_items, next_needing_you, MenuItem};
-pub use status::{status_json, status_plain, status_tmux, Counts, QUIET_TMUX};
+pub use status::{
+    counts_as_unreachable, status_json, status_plain, status_tmux, Counts, QUIET_TMUX,
+    UNREACHABLE_MARKER,
+};
 pub use table::{agent_detail, agents_table, explanation_text, host_text};
 pub use text::{
     ago, is_invisible, literal_text, plain_text, sh_quote, tmux_message_text, tmux_text,
@@ -52,19 +55,17 @@ pub fn state_words(state: AgentState) -> &'static str {
     }
 }
 
-/// Agents in display order: by state as in [`DISPLAY_ORDER`], then by name, then by id: a row
-/// moves only when its agent's state changes.
+/// Agents in display order: by state as in [`DISPLAY_ORDER`], then by name, then by id, then by
+/// machine (local first): a row moves only when its agent's state changes.
 pub fn in_display_order(agents: &[AgentView]) -> Vec<&AgentView> {
     let mut sorted: Vec<&AgentView> = agents.iter().collect();
     sorted.sort_by(|a, b| {
         let rank = |a: &AgentView| DISPLAY_ORDER.iter().position(|s| *s == a.state);
-        (rank(a), &a.name, &a.id).cmp(&(rank(b), &b.name, &b.id))
+        (rank(a), &a.name, &a.id, &a.machine).cmp(&(rank(b), &b.name, &b.id, &b.machine))
     });
     sorted
 }
 
-/// The harness name as every view shows it: marked `*` when the installed version is outside the
-/// profile's measured range (its screen states are then the generic ones).
 /// `[branch]` of the worktree an agent works in (`[detached]` on a detached HEAD), plain text;
 /// None outside a linked worktree.
 pub fn worktree_tag(agent: &AgentView) -> Option<String> {
@@ -88,11 +89,55 @@ pub fn tagged_title(agent: &AgentView, max_chars: usize) -> String {
     }
 }
 
+/// The harness name as every view shows it: marked `*` when the installed version is outside the
+/// profile's measured range (its screen states are then the generic ones).
 pub fn harness_label(agent: &AgentView, max_chars: usize) -> String {
     let name = plain_text(&agent.harness, max_chars);
     match agent.profile_fit {
         volee_protocol::ProfileFit::OtherVersion => format!("{name}*"),
         _ => name,
+    }
+}
+
+/// The longest machine name (`volee machine add` takes at most 32 characters).
+pub const MACHINE_MAX: usize = 32;
+
+/// How an agent is addressed, as plain text: `ID`, or `MACHINE:ID` for an agent on a machine.
+pub fn address_text(agent: &AgentView, max_id_chars: usize) -> String {
+    match &agent.machine {
+        Some(m) => format!(
+            "{}:{}",
+            plain_text(m, MACHINE_MAX),
+            plain_text(&agent.id, max_id_chars)
+        ),
+        None => plain_text(&agent.id, max_id_chars),
+    }
+}
+
+/// A name as the lists show it: `MACHINE:NAME` for an agent on a machine, so a remote agent is
+/// told apart from a local one of the same name.
+pub fn machine_name_text(agent: &AgentView, max_name_chars: usize) -> String {
+    match &agent.machine {
+        Some(m) => format!(
+            "{}:{}",
+            plain_text(m, MACHINE_MAX),
+            plain_text(&agent.name, max_name_chars)
+        ),
+        None => plain_text(&agent.name, max_name_chars),
+    }
+}
+
+/// What follows the state of an agent whose machine cannot be reached: its state is the last one
+/// known (`working?`).
+pub const UNREACHABLE_SUFFIX: &str = "?";
+
+/// The state as a list shows it: its machine name (`needs_you`), with [`UNREACHABLE_SUFFIX`]
+/// while its machine cannot be reached.
+pub fn state_text(agent: &AgentView) -> String {
+    if agent.reachable {
+        agent.state.to_string()
+    } else {
+        format!("{}{UNREACHABLE_SUFFIX}", agent.state)
     }
 }
 

@@ -3,7 +3,7 @@
 
 use volee_protocol::{AgentState, AgentView};
 
-use crate::text::{age_of, display_width, pad_to, plain_text, tmux_escape};
+use crate::text::{age_of, display_width, pad_to, tmux_escape};
 use crate::{in_display_order, state_marker, state_words};
 
 /// Menu shortcuts in row order; `q` is left out because the menu's own Quit item uses it.
@@ -20,19 +20,30 @@ pub struct MenuItem {
     pub label: String,
     /// The shortcut key, empty once the keys run out (tmux then shows no shortcut).
     pub key: String,
+    /// How the agent is addressed: `ID`, or `MACHINE:ID` for an agent on a machine.
     pub agent_id: String,
 }
 
 /// One menu row per agent, in display order (needs_you first, then failed, working, idle, done,
-/// stopped; by name within one), columns padded to the widest cell in the menu.
+/// stopped; by name within one), columns padded to the widest cell in the menu. An agent on a
+/// machine shows as `MACHINE:NAME`, its state with `?` while the machine cannot be reached.
 pub fn menu_items(agents: &[AgentView], now_epoch_secs: u64) -> Vec<MenuItem> {
     let ordered = in_display_order(agents);
     let rows: Vec<[String; 5]> = ordered
         .iter()
         .map(|a| {
             [
-                format!("{} {}", state_marker(a.state), state_words(a.state)),
-                plain_text(&a.name, NAME_MAX),
+                format!(
+                    "{} {}{}",
+                    state_marker(a.state),
+                    state_words(a.state),
+                    if a.reachable {
+                        ""
+                    } else {
+                        crate::UNREACHABLE_SUFFIX
+                    }
+                ),
+                crate::machine_name_text(a, NAME_MAX),
                 crate::harness_label(a, HARNESS_MAX),
                 age_of(&a.state_since, now_epoch_secs),
                 crate::tagged_title(a, TITLE_MAX),
@@ -62,14 +73,14 @@ pub fn menu_items(agents: &[AgentView], now_epoch_secs: u64) -> Vec<MenuItem> {
                 // Padding never contains `#`, so escaping after it keeps the columns.
                 label: tmux_escape(line.trim_end()),
                 key: keys.next().map(String::from).unwrap_or_default(),
-                agent_id: agent.id.clone(),
+                agent_id: agent.address(),
             }
         })
         .collect()
 }
 
-/// The needs_you agent to jump to: the one after `after_id` in display order (wrapping), or the
-/// first when `after_id` is `None` or not waiting on the user.
+/// The needs_you agent to jump to: the one after `after_id` (an address: `ID` or `MACHINE:ID`) in
+/// display order (wrapping), or the first when `after_id` is `None` or not waiting on the user.
 pub fn next_needing_you<'a>(
     agents: &'a [AgentView],
     after_id: Option<&str>,
@@ -79,7 +90,7 @@ pub fn next_needing_you<'a>(
         .filter(|a| a.state == AgentState::NeedsYou)
         .collect();
     let next = after_id
-        .and_then(|id| waiting.iter().position(|a| a.id == id))
+        .and_then(|id| waiting.iter().position(|a| a.address() == id))
         .map_or(0, |i| (i + 1) % waiting.len());
     waiting.get(next).copied()
 }
@@ -138,6 +149,26 @@ mod tests {
         );
         let ids: Vec<&str> = items.iter().map(|i| i.agent_id.as_str()).collect();
         assert_eq!(ids, ["n1", "n2", "w", "d"]);
+    }
+
+    #[test]
+    fn remote_agents_show_their_machine_and_address() {
+        let local = agent("k3f9", "fix", NeedsYou, "2025-01-01T00:07:00Z");
+        let mut remote = agent("k3f9", "fix", NeedsYou, "2025-01-01T00:07:00Z");
+        remote.machine = Some("box".into());
+        remote.reachable = false;
+        let items = menu_items(&[remote, local], NOW);
+        let rows: Vec<(&str, &str)> = items
+            .iter()
+            .map(|i| (i.label.as_str(), i.agent_id.as_str()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("● needs you   fix      claude  3m", "k3f9"),
+                ("● needs you?  box:fix  claude  3m", "box:k3f9"),
+            ]
+        );
     }
 
     #[test]

@@ -20,26 +20,40 @@ pub fn agents_table(agents: &[AgentView], now_epoch_secs: u64) -> String {
     if agents.is_empty() {
         return "no agents\n".to_owned();
     }
-    let header = ["ID", "NAME", "HARNESS", "STATE", "FOR", "SOURCE", "WHERE"].map(String::from);
-    // A BRANCH column only when some agent works in a linked worktree.
+    // A MACHINE column only when some agent runs on a machine, a BRANCH column only when some
+    // agent works in a linked worktree.
+    let machines = agents.iter().any(|a| a.machine.is_some());
     let branches = agents.iter().any(|a| a.worktree.is_some());
     let rows = agents.iter().map(|a| {
         let harness = crate::harness_label(a, HARNESS_MAX);
         let mut row = vec![
-            plain_text(&a.id, ID_MAX),
+            crate::address_text(a, ID_MAX),
             plain_text(&a.name, NAME_MAX),
             harness,
-            a.state.to_string(),
+            crate::state_text(a),
             age_of(&a.state_since, now_epoch_secs),
             a.state_source.to_string(),
-            host_text(&a.host),
         ];
+        if machines {
+            row.push(
+                a.machine
+                    .as_deref()
+                    .map_or_else(|| "-".into(), |m| plain_text(m, crate::MACHINE_MAX)),
+            );
+        }
+        row.push(host_text(&a.host));
         if branches {
             row.push(crate::worktree_tag(a).unwrap_or_else(|| "-".into()));
         }
         row
     });
-    let mut header = header.to_vec();
+    let mut header: Vec<String> = ["ID", "NAME", "HARNESS", "STATE", "FOR", "SOURCE"]
+        .map(String::from)
+        .to_vec();
+    if machines {
+        header.push("MACHINE".into());
+    }
+    header.push("WHERE".into());
     if branches {
         header.push("BRANCH".into());
     }
@@ -51,6 +65,12 @@ pub fn agents_table(agents: &[AgentView], now_epoch_secs: u64) -> String {
         text.push_str(
             "* installed version outside the profile's measured range: hooks used, screen states generic\n",
         );
+    }
+    if agents.iter().any(|a| !a.reachable) {
+        text.push_str(&format!(
+            "{} its machine cannot be reached: the last state known (volee machine ls)\n",
+            crate::UNREACHABLE_SUFFIX
+        ));
     }
     text
 }
@@ -75,8 +95,20 @@ pub fn host_text(host: &Host) -> String {
 pub fn agent_detail(agent: &AgentView, now_epoch_secs: u64) -> String {
     let a = agent;
     let opt = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
-    let mut fields = vec![
-        ("id", a.id.clone()),
+    let mut fields = vec![("id", a.id.clone())];
+    if let Some(machine) = &a.machine {
+        fields.push(("machine", machine.clone()));
+        if !a.reachable {
+            fields.push((
+                "reachable",
+                format!(
+                    "no, since {} (the state is the last one known)",
+                    a.unreachable_since.as_deref().unwrap_or("?")
+                ),
+            ));
+        }
+    }
+    fields.extend([
         ("name", a.name.clone()),
         ("harness", a.harness.clone()),
         ("harness_version", opt(a.harness_version.clone())),
@@ -105,7 +137,7 @@ pub fn agent_detail(agent: &AgentView, now_epoch_secs: u64) -> String {
         ),
         ("session_id", opt(a.session_id.clone())),
         ("where", host_text(&a.host)),
-    ];
+    ]);
     match &a.host {
         Host::Tmux { socket, .. } => fields.push(("tmux_socket", socket.clone())),
         Host::Zellij { pane, .. } => fields.push(("zellij_pane", pane.clone())),
@@ -144,14 +176,24 @@ pub fn agent_detail(agent: &AgentView, now_epoch_secs: u64) -> String {
 pub fn explanation_text(ex: &Explanation, now_epoch_secs: u64) -> String {
     let a = &ex.agent;
     let mut out = format!(
-        "{} {}: {} (source {}, since {})\ndecided by: {}\n",
-        plain_text(&a.id, ID_MAX),
+        "{} {}: {} (source {}, since {})\n",
+        crate::address_text(a, ID_MAX),
         plain_text(&a.name, NAME_MAX),
         a.state,
         a.state_source,
         age_of(&a.state_since, now_epoch_secs),
-        plain_text(&ex.decision, VALUE_MAX),
     );
+    if let (Some(machine), false) = (&a.machine, a.reachable) {
+        out.push_str(&format!(
+            "machine {} cannot be reached since {}: this is the last state known\n",
+            plain_text(machine, crate::MACHINE_MAX),
+            plain_text(a.unreachable_since.as_deref().unwrap_or("?"), 40)
+        ));
+    }
+    out.push_str(&format!(
+        "decided by: {}\n",
+        plain_text(&ex.decision, VALUE_MAX)
+    ));
     if let Some(screen) = &ex.screen {
         out.push_str(&format!("screen: {}", plain_text(&screen.kind, 16)));
         if screen.checks > 0 {
@@ -321,6 +363,44 @@ z9    évite[2J              claude   done       2d   process  -
         wt.worktree.as_mut().unwrap().branch = None;
         assert!(agent_detail(&wt, 0).contains("(detached HEAD)"));
         assert_eq!(crate::worktree_tag(&wt).as_deref(), Some("[detached]"));
+    }
+
+    #[test]
+    fn remote_agents_get_a_machine_column_and_their_address() {
+        let local = agent("k3f9", "fix-auth", NeedsYou, "2025-01-01T00:07:00Z");
+        assert!(!agents_table(std::slice::from_ref(&local), NOW).contains("MACHINE"));
+        let mut remote = agent("p2x1", "build", Working, "2025-01-01T00:09:55Z");
+        remote.machine = Some("box".into());
+        let mut gone = agent("q7", "tests", NeedsYou, "2025-01-01T00:09:00Z");
+        gone.machine = Some("gpu-1".into());
+        gone.reachable = false;
+        gone.unreachable_since = Some("2025-01-01T00:09:30Z".into());
+        let expected = "\
+ID        NAME      HARNESS  STATE       FOR  SOURCE  MACHINE  WHERE
+k3f9      fix-auth  claude   needs_you   3m   hooks   -        tmux work:@3 %7
+box:p2x1  build     claude   working     5s   hooks   box      tmux work:@3 %7
+gpu-1:q7  tests     claude   needs_you?  1m   hooks   gpu-1    tmux work:@3 %7
+? its machine cannot be reached: the last state known (volee machine ls)
+";
+        assert_eq!(agents_table(&[local, remote, gone.clone()], NOW), expected);
+        let detail = agent_detail(&gone, NOW);
+        assert!(detail.contains("machine:         gpu-1\n"), "{detail}");
+        assert!(
+            detail.contains("reachable:       no, since 2025-01-01T00:09:30Z"),
+            "{detail}"
+        );
+        let ex = Explanation {
+            agent: gone,
+            observations: vec![],
+            decision: "d".into(),
+            screen: None,
+        };
+        let text = explanation_text(&ex, NOW);
+        assert!(text.starts_with("gpu-1:q7 tests: needs_you"), "{text}");
+        assert!(
+            text.contains("machine gpu-1 cannot be reached since 2025-01-01T00:09:30Z"),
+            "{text}"
+        );
     }
 
     #[test]

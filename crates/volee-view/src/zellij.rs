@@ -80,8 +80,12 @@ pub fn launch_argv(volee_bin: &str, harness: &str, text: &str) -> Vec<String> {
     argv
 }
 
-/// The terminal pane id of an agent running in zellij (`terminal_7` → 7).
+/// The terminal pane id of an agent running in zellij here (`terminal_7` → 7); None for an agent
+/// on a machine (its pane is in the machine's zellij, not one of ours).
 pub fn zellij_pane(agent: &AgentView) -> Option<u32> {
+    if agent.machine.is_some() {
+        return None;
+    }
     match &agent.host {
         Host::Zellij { pane, .. } => parse_terminal_id(pane),
         _ => None,
@@ -213,7 +217,8 @@ fn cut_to(text: &str, width: usize) -> String {
     out
 }
 
-/// The header: `volee  ● 1 needs you  ▶ 2 working`, or `volee  no agents`.
+/// The header: `volee  ● 1 needs you  ▶ 2 working` (then `⚠ 1 unreachable`), or
+/// `volee  no agents`.
 fn header(agents: &[AgentView]) -> Line {
     let counts = Counts::from_agents(agents);
     let mut line = Line::default().styled("volee", BOLD);
@@ -229,8 +234,21 @@ fn header(agents: &[AgentView]) -> Line {
             );
         }
     }
+    if counts.unreachable > 0 {
+        line = line.plain("  ").styled(
+            format!(
+                "{} {} unreachable",
+                crate::UNREACHABLE_MARKER,
+                counts.unreachable
+            ),
+            UNREACHABLE_STYLE,
+        );
+    }
     line
 }
+
+/// The SGR parameters of the unreachable count (cyan, as on the tmux status line).
+const UNREACHABLE_STYLE: &str = "36";
 
 fn footer() -> Line {
     Line::default().styled(
@@ -266,19 +284,21 @@ enum RowKey {
 
 impl Row<'_> {
     /// What the filter looks in (as `volee browse` does): a live agent's id, name, harness,
-    /// title, directory and state — and its session's id, so a session typed for is found once
-    /// it is live —; a past session's id, harness, title, first prompt, project and branch.
+    /// title, directory, state and machine — and its session's id, so a session typed for is
+    /// found once it is live —; a past session's id, harness, title, first prompt, project and
+    /// branch.
     fn haystack(&self) -> String {
         match self {
             Row::Live(a) => format!(
-                "{} {} {} {} {} {} {}",
-                a.id,
+                "{} {} {} {} {} {} {} {}",
+                a.address(),
                 a.name,
                 a.harness,
                 a.title.as_deref().unwrap_or(""),
                 a.cwd,
                 a.state,
-                a.session_id.as_deref().unwrap_or("")
+                a.session_id.as_deref().unwrap_or(""),
+                a.machine.as_deref().unwrap_or("")
             )
             .to_lowercase(),
             Row::Past(s) => crate::session_haystack(
@@ -294,7 +314,7 @@ impl Row<'_> {
 
     fn key(&self) -> RowKey {
         match self {
-            Row::Live(a) => RowKey::Agent(a.id.clone()),
+            Row::Live(a) => RowKey::Agent(a.address()),
             Row::Past(s) => RowKey::Session {
                 harness: s.harness.clone(),
                 id: s.id.clone(),
@@ -432,7 +452,7 @@ fn row_lines(rows: &[Row], selected: usize, now_epoch_secs: u64) -> Vec<Line> {
         .iter()
         .map(|row| match row {
             Row::Live(a) => [
-                plain_text(&a.name, NAME_MAX),
+                crate::machine_name_text(a, NAME_MAX),
                 harness_label(a, HARNESS_MAX),
                 age_of(&a.state_since, now_epoch_secs),
                 a.state_source.as_str().to_owned(),
@@ -472,7 +492,7 @@ fn row_lines(rows: &[Row], selected: usize, now_epoch_secs: u64) -> Vec<Line> {
     let state_width = rows
         .iter()
         .map(|row| match row {
-            Row::Live(a) => display_width(state_words(a.state)),
+            Row::Live(a) => display_width(&live_state_word(a)),
             Row::Past(_) => display_width(PAST_WORD),
         })
         .max()
@@ -485,12 +505,12 @@ fn row_lines(rows: &[Row], selected: usize, now_epoch_secs: u64) -> Vec<Line> {
             let (mark, word, style) = match row {
                 Row::Live(a) => (
                     state_marker(a.state),
-                    state_words(a.state),
+                    live_state_word(a),
                     state_style(a.state),
                 ),
-                Row::Past(_) => (PAST_MARK, PAST_WORD, DIM),
+                Row::Past(_) => (PAST_MARK, PAST_WORD.to_owned(), DIM),
             };
-            let state = format!("{mark} {}", pad_to(word, state_width));
+            let state = format!("{mark} {}", pad_to(&word, state_width));
             let name = pad_to(&name, widths[0]);
             let line = Line::default()
                 .styled(marker, BOLD)
@@ -521,6 +541,15 @@ fn row_lines(rows: &[Row], selected: usize, now_epoch_secs: u64) -> Vec<Line> {
             }
         })
         .collect()
+}
+
+/// A live agent's state in words, with `?` while its machine cannot be reached.
+fn live_state_word(agent: &AgentView) -> String {
+    if agent.reachable {
+        state_words(agent.state).to_owned()
+    } else {
+        format!("{}{}", state_words(agent.state), crate::UNREACHABLE_SUFFIX)
+    }
 }
 
 /// The command line that resumes past session `id` in zellij session `session` (the caller's
@@ -759,7 +788,7 @@ impl Ui {
                 };
                 // It may not match the filter: the filter goes, so the selection shows.
                 self.filter.clear();
-                self.selected = Some(RowKey::Agent(agent.id.clone()));
+                self.selected = Some(RowKey::Agent(agent.address()));
                 self.focus(agent, local_panes)
             }
             Key::Esc if !self.filter.is_empty() => {
@@ -790,7 +819,7 @@ impl Ui {
                 self.message = Some(format!(
                     "{} is not in this zellij session: volee attach {}",
                     plain_text(&agent.name, NAME_MAX),
-                    plain_text(&agent.id, NAME_MAX)
+                    crate::address_text(agent, NAME_MAX)
                 ));
                 None
             }
@@ -941,6 +970,42 @@ mod tests {
                 "type to filter  ↑↓ select  enter go  tab needs you  + launch  esc close",
             ]
         );
+    }
+
+    #[test]
+    fn remote_agents_show_their_machine_and_are_never_focused_here() {
+        let mut agents = agents();
+        // On machine box, in its zellij pane 2 (the same number as a local pane here).
+        let mut remote = in_zellij(agent("w", "builder", Working, "2025-01-01T00:09:50Z"), 2);
+        remote.machine = Some("box".into());
+        remote.reachable = false;
+        agents.push(remote);
+        let lines = plugin_lines(&agents, 0, 10, 100, NOW, false);
+        assert_eq!(
+            lines[..4],
+            [
+                "volee  ● 1 needs you  ▶ 1 working  ✓ 1 done  ⚠ 1 unreachable",
+                "> ● needs you  fix-auth     claude   5m  hooks",
+                "  ▶ working    builder      claude  10s  hooks  Running tests",
+                "  ▶ working?   box:builder  claude  10s  hooks",
+            ]
+        );
+        let mut ui = Ui::default();
+        for _ in 0..2 {
+            ui.key(Key::Down, &agents, &[], &[1, 2]);
+        }
+        assert_eq!(ui.key(Key::Enter, &agents, &[], &[1, 2]), None);
+        let shown = ui.lines(Some(&agents), &[], None, 10, 100, NOW, false);
+        assert!(
+            shown.contains(&"builder is not in this zellij session: volee attach box:w".to_owned()),
+            "{shown:?}"
+        );
+        assert_eq!(zellij_pane(&agents[3]), None);
+        // Typing the machine's name finds its agents.
+        for c in "box".chars() {
+            ui.key(Key::Char(c), &agents, &[], &[]);
+        }
+        assert_eq!(list_rows(&agents, &[], ui.filter()).len(), 1);
     }
 
     #[test]
