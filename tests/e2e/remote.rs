@@ -97,7 +97,11 @@ fn a_remote_agent_is_mirrored_addressed_and_survives_a_cut_connection() {
     assert_eq!(bare.status.code(), Some(2), "{}", stderr(&bare));
     let unknown = env.run(["show", "nosuch:abc"]);
     assert_eq!(unknown.status.code(), Some(2), "{}", stderr(&unknown));
-    assert!(stderr(&unknown).contains("no machine named nosuch"), "{}", stderr(&unknown));
+    assert!(
+        stderr(&unknown).contains("no machine named nosuch"),
+        "{}",
+        stderr(&unknown)
+    );
 
     // Forwarded: explain, send, peek, stop.
     let explained = env.ok(["explain", &address]);
@@ -106,7 +110,11 @@ fn a_remote_agent_is_mirrored_addressed_and_survives_a_cut_connection() {
     wait_until(
         "the sent text on the remote screen",
         Duration::from_secs(10),
-        || env.ok(["peek", &address]).contains("hello there").then_some(()),
+        || {
+            env.ok(["peek", &address])
+                .contains("hello there")
+                .then_some(())
+        },
         || env.ok(["peek", &address]),
     );
 
@@ -119,17 +127,29 @@ fn a_remote_agent_is_mirrored_addressed_and_survives_a_cut_connection() {
         .clone();
     let cut_at = Instant::now();
     server.cut();
-    let cut = wait_remote(&env, "ringer", "reachable false", |a| a["reachable"] == false);
-    assert!(cut_at.elapsed() < Duration::from_secs(10), "{:?}", cut_at.elapsed());
+    let cut = wait_remote(&env, "ringer", "reachable false", |a| {
+        a["reachable"] == false
+    });
+    assert!(
+        cut_at.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        cut_at.elapsed()
+    );
     assert_eq!(cut["state"], last_known, "{cut}");
     assert!(cut["unreachable_since"].is_string(), "{cut}");
     let refused = env.run(["send", &address, "x"]);
     assert_eq!(refused.status.code(), Some(3), "{}", stderr(&refused));
-    assert!(stderr(&refused).contains("unreachable"), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("unreachable"),
+        "{}",
+        stderr(&refused)
+    );
 
     // sshd back: reconnected (backoff ≤ 30 s), the same agent once, reachable again.
     server.restart();
-    wait_remote(&env, "ringer", "reachable again", |a| a["reachable"] == true);
+    wait_remote(&env, "ringer", "reachable again", |a| {
+        a["reachable"] == true
+    });
     let agents = remote_agents(&env);
     assert_eq!(
         agents.iter().filter(|a| a["id"] == id.as_str()).count(),
@@ -141,11 +161,107 @@ fn a_remote_agent_is_mirrored_addressed_and_survives_a_cut_connection() {
     env.kill_daemon();
     let again = remote_agents(&env);
     assert!(
-        again.iter().any(|a| a["id"] == id.as_str() && a["reachable"] == true),
+        again
+            .iter()
+            .any(|a| a["id"] == id.as_str() && a["reachable"] == true),
         "{again:#?}"
     );
 
     // Stopped through the connection.
     env.ok(["stop", &address]);
-    wait_remote(&env, "ringer", "stopped mirrored", |a| a["state"] == "stopped");
+    wait_remote(&env, "ringer", "stopped mirrored", |a| {
+        a["state"] == "stopped"
+    });
+}
+
+/// One agent object as a hostile machine might send it.
+fn hostile_agent(id: &str, name: &str) -> String {
+    serde_json::json!({
+        "id": id, "name": name, "harness": "generic", "harness_version": null,
+        "profile_fit": "generic", "origin": "launched", "state": "needs_you",
+        "state_source": "screen", "state_since": "2026-12-04T10:00:00Z",
+        "evidence": "bell\u{1b}]0;pwned\u{7}", "exit_status": null, "pid": 1, "cwd": "/",
+        "session_id": null, "host": {"kind": "none"}, "title": "#[fg=red]#(touch /tmp/x)"
+    })
+    .to_string()
+}
+
+#[test]
+fn a_hostile_machine_cannot_crash_or_inject_into_the_local_daemon() {
+    let Some((_guard, mut env)) = crate::setup_without_server() else {
+        return;
+    };
+    if !require_sshd("the remote machine tests") {
+        return;
+    }
+    // A fake `volee` there: a hello at our protocol, a line that is not JSON, agents with escape
+    // sequences and tmux formats in their text and ids that are not ids, then a line longer than
+    // any frame may be, then silence.
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("volee");
+    let agents = format!(
+        "[{},{},{}]",
+        hostile_agent("ok12", "evil\u{1b}[2J\u{1b}]52;c;cHduZWQ=\u{7}name"),
+        hostile_agent("bad:id", "colon"),
+        hostile_agent("$(touch /tmp/y)", "shell"),
+    );
+    let frame = format!(r#"{{"response":{{"type":"agents","agents":{agents}}}}}"#);
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'volee 9.9.9'; exit 0; fi\n\
+             printf '%s\\n' '{{\"protocol\":{},\"version\":\"9.9.9\"}}'\n\
+             printf 'not json at all\\n'\n\
+             cat <<'FRAME'\n{frame}\nFRAME\n\
+             head -c 9000000 /dev/zero | tr '\\000' x\n\
+             sleep 60\n",
+            volee_protocol::PROTOCOL_VERSION
+        ),
+    )
+    .unwrap();
+    let mut server = SshServer::start(RemotePath::WithVolee(&fake));
+    env.extra_env.push((
+        "VOLEE_SSH_CONFIG".into(),
+        server.ssh_config.to_string_lossy().into_owned(),
+    ));
+    server.trust_host_key();
+    let port = server.port.to_string();
+    // `add` sees volee 9.9.9 at our protocol and keeps it.
+    env.ok(["machine", "add", "box", &server.dest(), "--port", &port]);
+
+    let agent = wait_remote(
+        &env,
+        "evil[2J]52;c;cHduZWQ=name",
+        "the cleaned agent",
+        |_| true,
+    );
+    assert_eq!(agent["id"], "ok12");
+    assert_eq!(agent["evidence"], "bell]0;pwned");
+    let agents = remote_agents(&env);
+    assert_eq!(
+        agents.len(),
+        1,
+        "ids that are not ids were kept: {agents:#?}"
+    );
+    // The over-long line ends that connection (it is not trusted further): unreachable, the
+    // daemon alive and answering, the agent kept with its last state.
+    let pid = env.daemon_pid().unwrap();
+    let cut = wait_remote(
+        &env,
+        "evil[2J]52;c;cHduZWQ=name",
+        "unreachable after the long line",
+        |a| a["reachable"] == false,
+    );
+    assert_eq!(cut["state"], "needs_you");
+    assert_eq!(env.daemon_pid(), Some(pid));
+    let log = env.log_tail();
+    assert!(log.contains("longer than"), "{log}");
+    assert!(log.contains("unreadable line"), "{log}");
+    // Its text never reaches tmux unescaped: the plain ls has no escape byte.
+    let table = env.ok(["ls"]);
+    assert!(
+        !table.contains('\u{1b}') && !table.contains('\u{7}'),
+        "{table:?}"
+    );
+    server.cut();
 }

@@ -143,6 +143,26 @@ fn run_volee(args: &[String]) -> Response {
         Ok(exe) => exe,
         Err(e) => return error(ErrorKind::Internal, format!("this volee's path: {e}")),
     };
+    // Nobody is inside tmux on a machine reached over ssh: a launch into tmux there needs a
+    // server, which `volee up` starts (detached, volee's own integration; `volee down` undoes).
+    if args[0] == "launch"
+        && !args
+            .iter()
+            .any(|a| a == "--host" || a.starts_with("--host="))
+    {
+        let socket = crate::caller::tmux_socket(None);
+        if !volee_tmux::server::TmuxServer::new(&socket).is_running() {
+            let up = exec_volee(&exe, &["up".to_string(), "--no-attach".to_string()]);
+            if !matches!(up, Response::Ran { code: 0, .. }) {
+                return up;
+            }
+        }
+    }
+    exec_volee(&exe, args)
+}
+
+/// `volee ARGS` run by this binary, its output bounded, killed after [`RUN_DEADLINE`].
+fn exec_volee(exe: &std::path::Path, args: &[String]) -> Response {
     let mut child = match Command::new(exe)
         .args(args)
         .stdin(Stdio::null())
@@ -162,8 +182,18 @@ fn run_volee(args: &[String]) -> Response {
             String::from_utf8_lossy(&bytes).into_owned()
         })
     };
-    let stdout = read(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let stderr = read(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stdout = read(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = read(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
     let started = Instant::now();
     let code = loop {
         match child.try_wait() {

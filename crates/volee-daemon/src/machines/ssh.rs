@@ -286,6 +286,7 @@ pub fn probe(
         .spawn()
         .map_err(SshMissing)?;
     let (tx, rx) = mpsc::channel();
+    let (hello_tx, hello_rx) = mpsc::channel();
     for (which, pipe) in [
         (
             0u8,
@@ -303,10 +304,23 @@ pub fn probe(
         ),
     ] {
         let tx = tx.clone();
+        let hello_tx = hello_tx.clone();
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
-            if let Some(pipe) = pipe {
-                let _ = pipe.take(MAX_OUTPUT).read_to_end(&mut bytes);
+            if let Some(mut pipe) = pipe {
+                let mut chunk = [0u8; 4096];
+                while bytes.len() < MAX_OUTPUT as usize {
+                    match pipe.read(&mut chunk) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+                    }
+                    // The hello is what a probe asks: a remote that goes on talking, or hangs,
+                    // after it is not waited for.
+                    if which == 0 && has_hello(&bytes) {
+                        let _ = hello_tx.send(());
+                        break;
+                    }
+                }
             }
             let _ = tx.send((which, bytes));
         });
@@ -314,6 +328,11 @@ pub fn probe(
     drop(tx);
     let end = started + deadline;
     let status = loop {
+        if hello_rx.try_recv().is_ok() {
+            let _ = child.kill();
+            let _ = child.wait();
+            break Some(std::process::ExitStatus::default());
+        }
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(5)),
@@ -344,6 +363,15 @@ pub fn probe(
         outcome: classify(status.code(), &stdout, &stderr),
         elapsed,
     })
+}
+
+/// Does `stdout` hold a whole hello line?
+fn has_hello(stdout: &[u8]) -> bool {
+    stdout
+        .split(|b| *b == b'\n')
+        .rev()
+        .skip(1)
+        .any(|l| l.len() <= MAX_HELLO_BYTES && serde_json::from_slice::<RemoteHello>(l).is_ok())
 }
 
 /// What ssh's exit code and output say (pure: the tests feed it real ssh's words).
