@@ -273,21 +273,19 @@ impl Daemon {
             .retain(|name, m| file.get(name).is_some_and(|f| *f == m.machine));
         let mut changed = before != self.remote.machines.len();
         for machine in file.machines {
-            if self.remote.machines.contains_key(&machine.name) {
+            if let Some(status) = self.remote.machines.get(&machine.name).map(|m| m.status) {
+                // Asked again (`machine install` put volee there, `add` of another): one that
+                // is down is tried now rather than after its backoff.
+                if status != "connected" {
+                    let link = self.link_to(&machine);
+                    if let Some(m) = self.remote.machines.get_mut(&machine.name) {
+                        m.link = link;
+                    }
+                }
                 continue;
             }
             changed = true;
-            let (tx, name) = (self.tx.clone(), machine.name.clone());
-            let on_event = Arc::new(move |event| {
-                let _ = tx.send(Msg::Link(name.clone(), event));
-            });
-            let control = self.paths.ssh_control(&machine.name);
-            let link = Link::start(
-                machine.clone(),
-                SshOptions::from_process_env(),
-                control,
-                on_event,
-            );
+            let link = self.link_to(&machine);
             tracing::info!("machine {}: connecting to {}", machine.name, machine.dest);
             self.remote.machines.insert(
                 machine.name.clone(),
@@ -308,6 +306,20 @@ impl Daemon {
         if changed {
             self.remote_changed();
         }
+    }
+
+    /// A new kept connection to `machine`, reporting to the actor.
+    fn link_to(&self, machine: &Machine) -> Link {
+        let (tx, name) = (self.tx.clone(), machine.name.clone());
+        let on_event = Arc::new(move |event| {
+            let _ = tx.send(Msg::Link(name.clone(), event));
+        });
+        Link::start(
+            machine.clone(),
+            SshOptions::from_process_env(),
+            self.paths.ssh_control(&machine.name),
+            on_event,
+        )
     }
 
     /// What a machine's link said.

@@ -157,6 +157,34 @@ impl SshOptions {
         args
     }
 
+    /// The argv after `ssh` of one command on the machine whose stdin is given (`machine
+    /// install` sends a file on it): over the kept connection at `control` when its master
+    /// listens there, else one connection of its own (a machine without volee has no kept
+    /// connection: its `volee serve` cannot start). No prompt, no host key accepted, no terminal.
+    pub fn command_args(
+        &self,
+        machine: &Machine,
+        control: &Path,
+        remote_command: &str,
+    ) -> Vec<OsString> {
+        if std::os::unix::net::UnixStream::connect(control).is_ok() {
+            return self.over_master_args(machine, control, false, remote_command);
+        }
+        let mut args: Vec<OsString> = self.machine_args(machine);
+        for option in [
+            "BatchMode=yes",
+            "StrictHostKeyChecking=yes",
+            "ConnectTimeout=10",
+        ] {
+            args.push("-o".into());
+            args.push(option.into());
+        }
+        args.push("-T".into());
+        args.push(machine.dest.clone().into());
+        args.push(remote_command.into());
+        args
+    }
+
     /// The command a user runs to see the host key's fingerprint and accept it (ssh asks), one
     /// shell line.
     pub fn accept_command(&self, machine: &Machine) -> String {
