@@ -1,11 +1,14 @@
 //! `volee attach ID`: bring this terminal to the agent's pane. In tmux: from inside its server,
 //! switch this client; from a plain shell, attach. In zellij (through `volee_zellij`): from
 //! inside its session, focus the pane; from outside zellij, attach to the session (its tab
-//! carries the agent's name and id).
+//! carries the agent's name and id). `volee attach MACHINE:ID`: `volee attach ID` on the machine,
+//! in this terminal, over the daemon's kept ssh connection to it (never a second one).
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
+use volee_daemon::machines::ssh::SshOptions;
+use volee_daemon::machines::Machine;
 use volee_protocol::{AgentView, Host};
 use volee_tmux::server::TmuxServer;
 
@@ -13,6 +16,13 @@ use crate::caller::{inside_server, stdin_is_tty};
 use crate::error::{self, CliError, CliResult, Exit};
 
 pub fn attach(id: &str) -> CliResult {
+    // `M:ID` with M a saved machine is that machine's agent; otherwise the whole text is a local
+    // id or name (agents named before names lost `:` keep theirs).
+    if let Some((machine, _)) = id.split_once(':') {
+        if let Some(m) = crate::machine_cmd::find_saved(machine)? {
+            return attach_remote(&m, id);
+        }
+    }
     let agent = crate::ask::show(id)?;
     match &agent.host {
         Host::Zellij { session, pane, .. } => attach_zellij(&agent, session, pane),
@@ -22,6 +32,52 @@ pub fn attach(id: &str) -> CliResult {
             agent.id
         ))),
     }
+}
+
+/// Is `id` an agent id volee can put into a remote shell line as it is (`[A-Za-z0-9_-]{1,64}`)?
+pub(crate) fn is_plain_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// `volee attach MACHINE:ID`: the agent as the daemon's mirror knows it (an id, a name or a
+/// prefix there), then `ssh -t` over the daemon's ControlMaster running `volee attach ID` on the
+/// machine, exec'd so this terminal is the user's there.
+fn attach_remote(machine: &Machine, query: &str) -> CliResult {
+    let agent = crate::ask::show(query)?;
+    // The id goes into a shell line on the machine: only one that is plainly an id.
+    if !is_plain_id(&agent.id) {
+        return Err(CliError::internal(format!(
+            "machine {} named agent {:?}, which is not an id volee would make",
+            machine.name,
+            volee_view::plain_text(&agent.id, 80)
+        )));
+    }
+    let control = crate::ask::paths().ssh_control(&machine.name);
+    if !agent.reachable || !control.exists() {
+        return Err(error::machine_not_connected(&machine.name));
+    }
+    let args = SshOptions::from_process_env().over_master_args(
+        machine,
+        &control,
+        true,
+        &format!("volee attach {}", agent.id),
+    );
+    if !stdin_is_tty() {
+        let line: Vec<String> = std::iter::once("ssh".to_owned())
+            .chain(
+                args.iter()
+                    .map(|a| volee_view::sh_quote(&a.to_string_lossy())),
+            )
+            .collect();
+        return Err(error::needs_terminal(&line.join(" ")));
+    }
+    let err = std::process::Command::new("ssh").args(&args).exec();
+    Err(error::ssh_missing(
+        &volee_daemon::machines::ssh::SshMissing(err),
+    ))
 }
 
 fn attach_tmux(agent: &AgentView, socket: &str, pane: &str) -> CliResult {
@@ -91,6 +147,30 @@ fn attach_zellij(agent: &AgentView, session: &str, pane: &str) -> CliResult {
             }
             let err = zellij.attach_command().exec();
             Err(CliError::from_error(Exit::Environment, &err))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_ids_go_into_a_remote_line() {
+        for ok in ["k3f9", "a", "A_b-9", &"x".repeat(64)] {
+            assert!(is_plain_id(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "a b",
+            "a;rm -rf",
+            "$(x)",
+            "a'b",
+            "é",
+            &"x".repeat(65),
+            "-\n",
+        ] {
+            assert!(!is_plain_id(bad), "{bad}");
         }
     }
 }

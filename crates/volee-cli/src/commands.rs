@@ -9,11 +9,18 @@ use crate::ask::{agent_of, agents_of, ask, client, paths, text_of};
 use crate::error::{self, CliError, CliResult, Exit};
 use crate::output::{json, now_secs, out};
 
-pub fn ls(all: bool, as_json: bool, rescan: bool) -> CliResult {
+/// `volee ls`; `on`: only the agents of that machine (one of `machines.toml`).
+pub fn ls(all: bool, as_json: bool, rescan: bool, on: Option<&str>) -> CliResult {
+    if let Some(machine) = on {
+        crate::machine_cmd::saved(machine)?;
+    }
     if rescan {
         ask(&Request::Rescan)?;
     }
-    let agents = agents_of(ask(&Request::List { all })?)?;
+    let mut agents = agents_of(ask(&Request::List { all })?)?;
+    if let Some(machine) = on {
+        agents.retain(|a| a.machine.as_deref() == Some(machine));
+    }
     if as_json {
         json(&agents)
     } else {
@@ -57,7 +64,8 @@ fn parse_states(text: &str) -> CliResult<Vec<AgentState>> {
         })
 }
 
-/// Follow an agent until `done` says stop; returns the last view seen, or None on timeout.
+/// Follow an agent (`ID` or `MACHINE:ID`) until `done` says stop; returns the view it stopped
+/// on (None on timeout) and the last one before.
 fn follow(
     id: &str,
     timeout: Option<Duration>,
@@ -109,7 +117,9 @@ pub fn wait(id: &str, until: &str, timeout: Option<f64>) -> CliResult {
 }
 
 /// Follow agent `id` until it is in one of `states` (`until` names them for messages): the state
-/// it ends in, and Ok, or the error `volee wait` exits with (ended elsewhere, timed out).
+/// it ends in, and Ok, or the error `volee wait` exits with (ended elsewhere, timed out). While
+/// its machine cannot be reached its state is the last one known, not a new one: it is waited
+/// through, never taken as reached or ended.
 pub fn wait_for(
     id: &str,
     until: &str,
@@ -117,7 +127,7 @@ pub fn wait_for(
     timeout: Option<Duration>,
 ) -> CliResult<(String, CliResult)> {
     let (hit, last) = follow(id, timeout, |a| {
-        states.contains(&a.state) || a.state.is_final()
+        a.reachable && (states.contains(&a.state) || a.state.is_final())
     })?;
     Ok(match (hit, last) {
         (Some(agent), _) if states.contains(&agent.state) => (agent.state.to_string(), Ok(())),
@@ -127,15 +137,21 @@ pub fn wait_for(
                 Exit::Unreachable,
                 format!(
                     "agent {} ended as {} and can no longer reach {until}",
-                    agent.id, agent.state
+                    volee_view::address_text(&agent, 64),
+                    agent.state
                 ),
             )),
         ),
         (None, last) => {
+            let unreachable = last.as_ref().is_some_and(|a| !a.reachable);
             let state = last.map(|a| a.state.to_string()).unwrap_or_default();
             let err = CliError::new(
                 Exit::Negative,
-                format!("timed out waiting for {id} to reach {until} (it is {state})"),
+                if unreachable {
+                    format!("timed out waiting for {id} to reach {until} (its machine cannot be reached; it was {state})")
+                } else {
+                    format!("timed out waiting for {id} to reach {until} (it is {state})")
+                },
             );
             (state, Err(err))
         }
@@ -154,6 +170,12 @@ pub fn stop_and_remove(id: &str, remove_worktree: bool, delete_branch: bool) -> 
         return stop(id);
     }
     let agent = crate::ask::show(id)?;
+    if let Some(machine) = &agent.machine {
+        return Err(CliError::user(format!(
+            "agent {} works on machine {machine}: --remove-worktree removes worktrees here only",
+            agent.address()
+        )));
+    }
     let Some(wt) = agent.worktree.clone() else {
         return Err(CliError::user(format!(
             "agent {} ({}) works in no linked worktree",
@@ -178,17 +200,18 @@ pub fn stop_and_remove(id: &str, remove_worktree: bool, delete_branch: bool) -> 
 
 pub fn stop(id: &str) -> CliResult {
     let agent = agent_of(ask(&Request::Stop { id: id.into() })?)?;
-    let (hit, last) = follow(&agent.id, Some(Duration::from_secs(10)), |a| {
+    let address = agent.address();
+    let (hit, last) = follow(&address, Some(Duration::from_secs(10)), |a| {
         a.state.is_final()
     })?;
     match hit {
         Some(a) => {
-            out(&format!("{} {}", a.id, a.state));
+            out(&format!("{} {}", volee_view::address_text(&a, 64), a.state));
             Ok(())
         }
         None => Err(CliError::internal(format!(
             "agent {} did not end within 10 s (it is {})",
-            agent.id,
+            volee_view::address_text(&agent, 64),
             last.map(|a| a.state.to_string()).unwrap_or_default()
         ))),
     }

@@ -682,6 +682,12 @@ pub fn unknown_machine(name: &str, file: &volee_daemon::machines::MachinesFile) 
     }
 }
 
+/// `attach MACHINE:ID` while the daemon has no connection to the machine (exit 3).
+pub fn machine_not_connected(name: &str) -> CliError {
+    CliError::env(format!("machine {name} is not connected (volee machine ls)"))
+        .hint("volee keeps one ssh connection per machine and reconnects by itself; machine ls says why it is down")
+}
+
 /// No `ssh` to run (exit 3).
 pub fn ssh_missing(e: &volee_daemon::machines::ssh::SshMissing) -> CliError {
     CliError::from_error(Exit::Environment, e)

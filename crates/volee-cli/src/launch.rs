@@ -21,7 +21,8 @@ pub struct LaunchArgs {
     /// else session `volee`).
     #[arg(long, value_name = "tmux[:SESSION]|zellij[:SESSION]")]
     host: Option<String>,
-    /// Working directory of the agent (default: yours).
+    /// Working directory of the agent (default: yours; with --on, the machine's HOME, and a
+    /// relative DIR is taken from there).
     #[arg(long)]
     cwd: Option<PathBuf>,
     /// A name to refer to it by (unique among live agents).
@@ -43,6 +44,15 @@ pub struct LaunchArgs {
     /// Print the agent object as JSON instead of its id.
     #[arg(long)]
     json: bool,
+    /// Start it on this machine (`volee machine add`), through the daemon's connection to it: the
+    /// machine's own environment, PATH and profiles, nothing of yours but these arguments;
+    /// prints MACHINE:ID.
+    #[arg(long, value_name = "MACHINE")]
+    on: Option<String>,
+    /// A variable for the agent's environment, over yours (repeatable); with --on, the only
+    /// ones sent.
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = env_pair)]
+    env: Vec<(String, String)>,
     /// First prompt, for harnesses that take one.
     prompt: Option<String>,
     /// The command to run (generic profile).
@@ -50,14 +60,83 @@ pub struct LaunchArgs {
     command: Vec<String>,
 }
 
-/// Print the launched agent: its id, or the agent object.
-fn print_agent(agent: &volee_protocol::AgentView, as_json: bool) -> CliResult {
+/// Print the launched agent: its id (`MACHINE:ID` on a machine), or the agent object.
+pub(crate) fn print_agent(agent: &volee_protocol::AgentView, as_json: bool) -> CliResult {
     if as_json {
         json(agent)
     } else {
-        out(&agent.id);
+        out(&volee_view::address_text(agent, 64));
         Ok(())
     }
+}
+
+/// `--env NAME=VALUE`: NAME is a shell variable name (letters, digits, `_`, not starting with a
+/// digit), so every shell and `env` take it as one.
+fn env_pair(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not NAME=VALUE"))?;
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(format!(
+            "{name:?} is not a variable name (letters, digits and _, not starting with a digit)"
+        ));
+    }
+    Ok((name.to_owned(), value.to_owned()))
+}
+
+/// The arguments of `volee launch` on the machine for a `launch --on`: every option the user
+/// gave but `--on` (as `--option=VALUE`, so no value is read as an option there), `--json` for an
+/// answer to read, the prompt, then the command after `--`. No directory of ours goes along
+/// unless `--cwd` named one.
+fn remote_args(args: &LaunchArgs) -> CliResult<Vec<String>> {
+    let text = |flag: &str, path: &Option<PathBuf>| -> CliResult<Option<String>> {
+        path.as_ref()
+            .map(|p| {
+                p.to_str()
+                    .map(|t| format!("--{flag}={t}"))
+                    .ok_or_else(|| CliError::user(format!("--{flag} {} is not UTF-8", p.display())))
+            })
+            .transpose()
+    };
+    let mut out = vec!["launch".to_owned()];
+    for (flag, value) in [
+        ("harness", &args.harness),
+        ("host", &args.host),
+        ("name", &args.name),
+        ("model", &args.model),
+        ("worktree", &args.worktree),
+    ] {
+        if let Some(v) = value {
+            out.push(format!("--{flag}={v}"));
+        }
+    }
+    out.extend(text("cwd", &args.cwd)?);
+    out.extend(text("socket", &args.socket)?);
+    if args.join {
+        out.push("--join".into());
+    }
+    for (name, value) in &args.env {
+        out.push(format!("--env={name}={value}"));
+    }
+    out.push("--json".into());
+    out.extend(args.prompt.clone());
+    if !args.command.is_empty() {
+        out.push("--".into());
+        out.extend(args.command.iter().cloned());
+    }
+    Ok(out)
+}
+
+/// `volee launch --on MACHINE …`: `volee launch` run there; its agent printed as ours.
+fn launch_on(machine: &str, args: &LaunchArgs) -> CliResult {
+    crate::machine_cmd::saved(machine)?;
+    let stdout = crate::on_machine::run(machine, remote_args(args)?)?;
+    let agent = crate::on_machine::remote_agent(machine, &stdout)?;
+    print_agent(&agent, args.json)
 }
 
 /// `--host`: (tmux session, zellij session); neither means the caller's tmux.
@@ -77,6 +156,9 @@ fn host_of(host: Option<&str>) -> CliResult<(Option<String>, Option<String>)> {
 }
 
 pub fn launch(args: LaunchArgs) -> CliResult {
+    if let Some(machine) = &args.on {
+        return launch_on(machine, &args);
+    }
     let harness = match (&args.harness, args.command.is_empty()) {
         (Some(h), _) => h.clone(),
         (None, false) => "generic".to_string(),
@@ -154,7 +236,7 @@ pub fn launch(args: LaunchArgs) -> CliResult {
             caller_pane,
             zellij_session,
         },
-        crate::caller::env(),
+        with_pairs(crate::caller::env(), &args.env),
     );
     let agent = match ask(&Request::Launch(req)).and_then(agent_of) {
         Ok(agent) => agent,
@@ -166,6 +248,15 @@ pub fn launch(args: LaunchArgs) -> CliResult {
         }
     };
     print_agent(&agent, args.json)
+}
+
+/// `env` with `pairs` over it (`--env`; the launch line's own variables still go over both).
+fn with_pairs(mut env: Vec<(String, String)>, pairs: &[(String, String)]) -> Vec<(String, String)> {
+    for (name, value) in pairs {
+        env.retain(|(k, _)| k != name);
+        env.push((name.clone(), value.clone()));
+    }
+    env
 }
 
 /// `volee sessions resume SID`: a past session of a harness, resumed with its profile's resume
@@ -348,4 +439,81 @@ pub fn resume(id: &str, as_json: bool, join: bool) -> CliResult {
         crate::caller::env(),
     );
     print_agent(&agent_of(ask(&Request::Launch(req))?)?, as_json)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        launch: LaunchArgs,
+    }
+
+    fn parse(argv: &[&str]) -> LaunchArgs {
+        Cli::try_parse_from(std::iter::once("launch").chain(argv.iter().copied()))
+            .map(|c| c.launch)
+            .unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+    }
+
+    #[test]
+    fn a_remote_launch_forwards_every_option_but_on() {
+        let mut argv: Vec<&str> = "--on box --harness claude --name=-odd --worktree wt \
+                                   --env A=1 --env B=x=y --join --host zellij:work"
+            .split_whitespace()
+            .collect();
+        argv.push("fix it");
+        let args = parse(&argv);
+        assert_eq!(
+            remote_args(&args).unwrap(),
+            [
+                "launch",
+                "--harness=claude",
+                "--host=zellij:work",
+                "--name=-odd",
+                "--worktree=wt",
+                "--join",
+                "--env=A=1",
+                "--env=B=x=y",
+                "--json",
+                "fix it"
+            ]
+        );
+        // No directory of ours unless --cwd named one; the command after --.
+        let args = parse(&["--on", "box", "--cwd", "src/app", "--", "sh", "-c", "x"]);
+        assert_eq!(
+            remote_args(&args).unwrap(),
+            ["launch", "--cwd=src/app", "--json", "--", "sh", "-c", "x"]
+        );
+        // The remote command line parses back to the same launch.
+        let back = parse(
+            &remote_args(&args).unwrap()[1..]
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(back.cwd, Some(PathBuf::from("src/app")));
+        assert_eq!(back.command, ["sh", "-c", "x"]);
+        assert!(back.on.is_none() && back.json);
+    }
+
+    #[test]
+    fn env_pairs_are_names_and_values_and_go_over_the_callers() {
+        assert_eq!(env_pair("A_1=x=y"), Ok(("A_1".into(), "x=y".into())));
+        assert_eq!(env_pair("_=").map(|p| p.1), Ok(String::new()));
+        for bad in ["A", "=x", "1A=x", "A-B=x", "A B=x"] {
+            assert!(env_pair(bad).is_err(), "{bad}");
+        }
+        let env = with_pairs(
+            vec![("A".into(), "old".into()), ("B".into(), "b".into())],
+            &[("A".into(), "new".into()), ("C".into(), "c".into())],
+        );
+        assert_eq!(
+            env,
+            [("B", "b"), ("A", "new"), ("C", "c")].map(|(k, v)| (k.to_string(), v.to_string()))
+        );
+    }
 }

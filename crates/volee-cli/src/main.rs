@@ -16,6 +16,7 @@ mod launch_plan;
 mod machine_cmd;
 mod manual;
 mod mcp;
+mod on_machine;
 mod output;
 mod pane_exec;
 mod probe;
@@ -59,8 +60,8 @@ enum Command {
     #[command(after_help = "Examples:
   volee launch -- python3 my_agent.py                 any command line (the generic profile)
   volee launch --harness claude --name fix-auth 'fix the login bug'
-  volee launch --harness codex --worktree refactor --join
-  volee launch --harness claude --host zellij:work    in a new tab of zellij session work")]
+  volee launch --harness claude --host zellij:work    in a new tab of zellij session work
+  volee launch --on box --harness codex --worktree wt  on machine box, in a new worktree there")]
     Launch(launch::LaunchArgs),
     /// volee's own agent (Ollama + a Docker sandbox) in this pane; --prompt for one turn; manage its sessions.
     Agent(agent_cmd::AgentArgs),
@@ -74,7 +75,7 @@ enum Command {
     /// List agents (launched and discovered); --all adds ended ones.
     #[command(after_help = "Examples:
   volee ls                  live agents: state, for how long, source, where
-  volee ls --all            ended ones too
+  volee ls --all --on box   ended ones too, of machine box only
   volee ls --json | jq '.[] | select(.state == \"needs_you\") | .id'
   volee ls --rescan         find agents started outside volee first")]
     Ls {
@@ -87,6 +88,9 @@ enum Command {
         /// Print JSON: an array of agent objects (the command contract).
         #[arg(long)]
         json: bool,
+        /// Only the agents of this machine (`volee machine add`).
+        #[arg(long, value_name = "MACHINE")]
+        on: Option<String>,
     },
     /// Show one agent.
     Show {
@@ -131,10 +135,12 @@ enum Command {
         #[arg(long)]
         join: bool,
     },
-    /// Bring this terminal to the agent's pane (inside tmux: switch; outside: attach).
+    /// Bring this terminal to the agent's pane (inside tmux: switch; outside: attach; MACHINE:ID:
+    /// attach there over volee's ssh connection).
     #[command(after_help = "Examples:
   volee attach k3f9         inside tmux: switch this client there; outside: attach to it
   volee attach fix-auth     by name
+  volee attach box:k3f9     an agent on machine box (over volee's ssh connection to it)
   volee attach $(volee ls --json | jq -r '[.[] | select(.state == \"needs_you\")][0].id')")]
     Attach {
         /// The agent: its id, a unique prefix of it, or its name.
@@ -322,7 +328,12 @@ fn main() {
         Command::Agent(args) => agent_cmd::run(args),
         Command::Machine(args) => machine_cmd::run(args),
         Command::Serve { stdio: _ } => machine_cmd::serve_stdio(),
-        Command::Ls { all, json, rescan } => commands::ls(all, json, rescan),
+        Command::Ls {
+            all,
+            json,
+            rescan,
+            on,
+        } => commands::ls(all, json, rescan, on.as_deref()),
         Command::Show { id, json } => commands::show(&id, json),
         Command::Explain { id, json } => commands::explain(&id, json),
         Command::Wait { id, until, timeout } => commands::wait(&id, &until, timeout),

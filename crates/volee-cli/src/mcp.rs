@@ -36,13 +36,15 @@ struct ListArgs {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct AgentArgs {
-    /// The agent: its id, its name, or a unique prefix of its id.
+    /// The agent: its id, its name, or a unique prefix of its id; MACHINE:ID for one on a
+    /// machine.
     id: String,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct WaitArgs {
-    /// The agent: its id, its name, or a unique prefix of its id.
+    /// The agent: its id, its name, or a unique prefix of its id; MACHINE:ID for one on a
+    /// machine.
     id: String,
     /// States to wait for: working, needs_you, idle, done, failed, stopped.
     states: Vec<String>,
@@ -53,7 +55,8 @@ struct WaitArgs {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct SendArgs {
-    /// The agent: its id, its name, or a unique prefix of its id.
+    /// The agent: its id, its name, or a unique prefix of its id; MACHINE:ID for one on a
+    /// machine.
     id: String,
     /// The message, typed into the agent's input and submitted.
     text: String,
@@ -61,7 +64,8 @@ struct SendArgs {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct ScreenArgs {
-    /// The agent: its id, its name, or a unique prefix of its id.
+    /// The agent: its id, its name, or a unique prefix of its id; MACHINE:ID for one on a
+    /// machine.
     id: String,
     /// How many of the last non-empty lines (default 40, at most 200).
     #[serde(default)]
@@ -156,10 +160,11 @@ impl VoleeMcp {
         self.caller.get_or_init(|| found).clone()
     }
 
-    /// The target agent, refused when it is the caller itself.
+    /// The target agent, refused when it is the caller itself (an agent on a machine never is:
+    /// the caller runs here).
     fn other_agent(caller: &Option<String>, id: &str, doing: &str) -> CliResult<AgentView> {
         let agent = show(id)?;
-        if caller.as_deref() == Some(agent.id.as_str()) {
+        if agent.machine.is_none() && caller.as_deref() == Some(agent.id.as_str()) {
             return Err(CliError::user(format!(
                 "agent {} ({}) is the agent calling this tool: it cannot {doing} itself",
                 agent.id, agent.name
@@ -172,7 +177,7 @@ impl VoleeMcp {
 #[tool_router]
 impl VoleeMcp {
     #[tool(
-        description = "List the agents volee supervises for this user (every harness, launched or discovered): id, name, harness, state (working, needs_you, idle, done, failed, stopped), where the state came from and its evidence, working directory, session id. JSON array."
+        description = "List the agents volee supervises for this user (every harness, launched or discovered, here and on the user's machines): id, name, harness, state (working, needs_you, idle, done, failed, stopped), where the state came from and its evidence, working directory, session id, machine (null here; an agent on a machine is addressed MACHINE:ID, and while its reachable is false its state is the last one known). JSON array."
     )]
     async fn list_agents(&self, Parameters(args): Parameters<ListArgs>) -> CallToolResult {
         let caller = self.caller().await;
@@ -198,7 +203,7 @@ impl VoleeMcp {
     }
 
     #[tool(
-        description = "Wait until another agent reaches one of the given states (e.g. idle or done when it has finished its turn), at most timeout_secs (default 60, at most 600). Answers the state it is in at the end and whether it got there."
+        description = "Wait until another agent (ID, or MACHINE:ID on a machine) reaches one of the given states (e.g. idle or done when it has finished its turn), at most timeout_secs (default 60, at most 600); while its machine cannot be reached it keeps waiting. Answers the state it is in at the end and whether it got there."
     )]
     async fn wait_for_state(&self, Parameters(args): Parameters<WaitArgs>) -> CallToolResult {
         let caller = self.caller().await;
@@ -219,13 +224,14 @@ impl VoleeMcp {
             let agent = Self::other_agent(&caller, &args.id, "wait for")?;
             let until = args.states.join(",");
             let (state, result) = crate::commands::wait_for(
-                &agent.id,
+                &agent.address(),
                 &until,
                 &states,
                 Some(Duration::from_secs(secs)),
             )?;
             pretty(&serde_json::json!({
                 "id": agent.id,
+                "machine": agent.machine,
                 "state": state,
                 "reached": result.is_ok(),
                 "note": result.err().map(|e| e.message),
@@ -235,7 +241,7 @@ impl VoleeMcp {
     }
 
     #[tool(
-        description = "Hand another agent a message: it is typed into that agent's input and submitted the way its harness takes input, then volee confirms the agent reacted. Refused while the agent waits for its user's answer (needs_you): an agent never answers another agent's permission prompt."
+        description = "Hand another agent (ID, or MACHINE:ID on a machine) a message: it is typed into that agent's input and submitted the way its harness takes input, then volee confirms the agent reacted. Refused while the agent waits for its user's answer (needs_you): an agent never answers another agent's permission prompt."
     )]
     async fn send_message(&self, Parameters(args): Parameters<SendArgs>) -> CallToolResult {
         let caller = self.caller().await;
@@ -269,7 +275,7 @@ impl VoleeMcp {
                 None => args.text.clone(),
             };
             let before = agent_of(ask(&Request::Send {
-                id: agent.id.clone(),
+                id: agent.address(),
                 text,
                 raw: false,
             })?)?;
@@ -279,7 +285,7 @@ impl VoleeMcp {
     }
 
     #[tool(
-        description = "The last lines of another agent's screen (default 40, at most 200), escape sequences removed."
+        description = "The last lines of another agent's screen (ID, or MACHINE:ID on a machine; default 40, at most 200), escape sequences removed."
     )]
     async fn read_screen(&self, Parameters(args): Parameters<ScreenArgs>) -> CallToolResult {
         blocking(move || {

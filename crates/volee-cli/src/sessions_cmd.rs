@@ -19,6 +19,7 @@ use crate::output::{json, now_secs, out};
   volee sessions search auth bug        sessions whose messages have both words
   volee sessions show 01a2              one session's metadata and its last messages
   volee sessions resume 01a2            that session again, in a new supervised pane
+  volee sessions search auth --on box   machine box's sessions (volee machine add)
 
 A SID is a harness's native session id: exact, or a unique prefix across harnesses.
 The index is $VOLEE_HOME/state/sessions.db (0600); delete it at any time: it is rebuilt.")]
@@ -40,6 +41,10 @@ pub struct SessionsArgs {
     /// Print JSON: `{roots, sessions, unreadable}`.
     #[arg(long)]
     pub json: bool,
+    /// Ask this machine (`volee machine add`) instead: its harnesses' sessions, read there; in
+    /// JSON each session carries `"machine"`.
+    #[arg(long, value_name = "MACHINE", global = true)]
+    pub on: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -87,6 +92,9 @@ pub enum SessionsCommand {
 }
 
 pub fn run(args: SessionsArgs) -> CliResult {
+    if let Some(machine) = args.on.clone() {
+        return run_on(&machine, args);
+    }
     let (index, roots, scan) = open_scanned()?;
     match args.command {
         None => list(&index, &roots, &scan, &args),
@@ -121,6 +129,87 @@ pub fn run(args: SessionsArgs) -> CliResult {
                 json,
             )
         }
+    }
+}
+
+/// The most lines of a machine's plain answer printed, and their longest.
+const REMOTE_LINES: usize = 50_000;
+const REMOTE_LINE_CHARS: usize = 1_000;
+
+/// The arguments of `volee sessions …` on a machine for `sessions … --on`: every option given
+/// but `--on` (as `--option=VALUE`), words and ids after `--`; `--json` only when asked, since a
+/// plain answer is printed as the machine's volee made it. A resume always answers in JSON (its
+/// agent is printed here as `MACHINE:ID`).
+fn remote_args(args: &SessionsArgs) -> CliResult<Vec<String>> {
+    let mut out = vec!["sessions".to_owned()];
+    let json_flag = |json: bool| json.then(|| "--json".to_owned());
+    match &args.command {
+        None => {
+            out.extend(args.harness.as_ref().map(|h| format!("--harness={h}")));
+            if let Some(p) = &args.project {
+                let p = p.to_str().ok_or_else(|| {
+                    CliError::user(format!("--project {} is not UTF-8", p.display()))
+                })?;
+                out.push(format!("--project={p}"));
+            }
+            out.extend(args.since.as_ref().map(|s| format!("--since={s}")));
+            if args.all {
+                out.push("--all".into());
+            }
+            out.extend(json_flag(args.json));
+        }
+        Some(SessionsCommand::Search { words, limit, json }) => {
+            out.extend(["search".into(), format!("--limit={limit}")]);
+            out.extend(json_flag(*json));
+            out.push("--".into());
+            out.extend(words.iter().cloned());
+        }
+        Some(SessionsCommand::Show {
+            sid,
+            messages,
+            json,
+        }) => {
+            out.extend(["show".into(), format!("--messages={messages}")]);
+            out.extend(json_flag(*json));
+            out.extend(["--".into(), sid.clone()]);
+        }
+        Some(SessionsCommand::Resume {
+            sid, host, name, ..
+        }) => {
+            out.push("resume".into());
+            out.extend(host.as_ref().map(|h| format!("--host={h}")));
+            out.extend(name.as_ref().map(|n| format!("--name={n}")));
+            out.extend(["--json".into(), "--".into(), sid.clone()]);
+        }
+    }
+    Ok(out)
+}
+
+/// `volee sessions … --on MACHINE`: the same command run on the machine (its index, its files),
+/// printed as it printed it (made safe); in JSON each session marked with the machine; a resumed
+/// session's agent printed as `MACHINE:ID`.
+fn run_on(machine: &str, args: SessionsArgs) -> CliResult {
+    crate::machine_cmd::saved(machine)?;
+    let stdout = crate::on_machine::run(machine, remote_args(&args)?)?;
+    let (as_json, key) = match &args.command {
+        None => (args.json, Some("sessions")),
+        Some(SessionsCommand::Search { json, .. } | SessionsCommand::Show { json, .. }) => {
+            (*json, None)
+        }
+        Some(SessionsCommand::Resume { json, .. }) => {
+            let agent = crate::on_machine::remote_agent(machine, &stdout)?;
+            return crate::launch::print_agent(&agent, *json);
+        }
+    };
+    if as_json {
+        json(&crate::on_machine::mark_machine(machine, &stdout, key)?)
+    } else {
+        out(&volee_view::plain_lines(
+            &stdout,
+            REMOTE_LINES,
+            REMOTE_LINE_CHARS,
+        ));
+        Ok(())
     }
 }
 
@@ -517,4 +606,60 @@ fn show(index: &Index, sid: &str, n: usize, as_json: bool) -> CliResult {
     }
     out(&text);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sessions: SessionsArgs,
+    }
+
+    fn remote(argv: &[&str]) -> Vec<String> {
+        let cli = Cli::try_parse_from(std::iter::once("sessions").chain(argv.iter().copied()))
+            .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        assert_eq!(cli.sessions.on.as_deref(), Some("box"), "{argv:?}");
+        remote_args(&cli.sessions).unwrap()
+    }
+
+    #[test]
+    fn sessions_on_a_machine_forward_their_options() {
+        assert_eq!(
+            remote(&["search", "auth", "bug*", "--on", "box", "--json"]),
+            [
+                "sessions",
+                "search",
+                "--limit=20",
+                "--json",
+                "--",
+                "auth",
+                "bug*"
+            ]
+        );
+        assert_eq!(
+            remote(&[
+                "--on",
+                "box",
+                "--harness",
+                "claude",
+                "--since",
+                "7d",
+                "--all"
+            ]),
+            ["sessions", "--harness=claude", "--since=7d", "--all"]
+        );
+        assert_eq!(
+            remote(&["show", "01a2", "-n", "3", "--on", "box"]),
+            ["sessions", "show", "--messages=3", "--", "01a2"]
+        );
+        assert_eq!(
+            remote(&["resume", "01a2", "--on", "box", "--name", "again"]),
+            ["sessions", "resume", "--name=again", "--json", "--", "01a2"]
+        );
+    }
 }

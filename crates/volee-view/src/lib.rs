@@ -19,7 +19,8 @@ pub use status::{
 };
 pub use table::{agent_detail, agents_table, explanation_text, host_text};
 pub use text::{
-    ago, is_invisible, literal_text, plain_text, sh_quote, tmux_message_text, tmux_text,
+    ago, is_invisible, literal_text, plain_lines, plain_text, sh_quote, tmux_message_text,
+    tmux_text,
 };
 
 use volee_protocol::{AgentState, AgentView};

@@ -53,6 +53,31 @@ pub fn plain_text(raw: &str, max_chars: usize) -> String {
     bound(clean.trim(), max_chars)
 }
 
+/// Lines of text from elsewhere (what a machine's volee printed) made safe for a terminal, their
+/// layout kept: each line as [`plain_text`] would make it but with its leading spaces (a tab is
+/// one space), at most `max_chars` characters; at most `max_lines` lines, then a line saying how
+/// many more there were. Every line ends with `\n`; no text gives no line.
+pub fn plain_lines(raw: &str, max_lines: usize, max_chars: usize) -> String {
+    let lines: Vec<&str> = raw.lines().collect();
+    let mut out = String::new();
+    for line in lines.iter().take(max_lines) {
+        let clean: String = line
+            .chars()
+            .filter_map(|c| match c {
+                '\t' | '\u{0b}' | '\u{0c}' => Some(' '),
+                c if is_hidden(c) => None,
+                c => Some(c),
+            })
+            .collect();
+        out.push_str(&bound(clean.trim_end(), max_chars));
+        out.push('\n');
+    }
+    if lines.len() > max_lines {
+        out.push_str(&format!("… {} more lines\n", lines.len() - max_lines));
+    }
+    out
+}
+
 /// Controls and invisible characters, which could rewrite or reorder what the user sees.
 fn is_hidden(c: char) -> bool {
     c.is_control() || is_invisible(c) // C0, DEL and C1
@@ -321,5 +346,16 @@ mod tests {
         assert_eq!(display_width("e\u{301}"), 1);
         assert_eq!(pad_to("日本", 6), "日本  ");
         assert_eq!(pad_to("toolong", 3), "toolong");
+    }
+
+    #[test]
+    fn plain_lines_keep_the_layout_and_drop_controls() {
+        let raw = "NAME  X\n    hit: \x1b[2Jok\u{202e}\tthen\r\n\x07\na line longer than twenty\n";
+        assert_eq!(
+            plain_lines(raw, 10, 20),
+            "NAME  X\n    hit: [2Jok then\n\na line longer than…\n"
+        );
+        assert_eq!(plain_lines("a\nb\nc\n", 2, 10), "a\nb\n… 1 more lines\n");
+        assert_eq!(plain_lines("", 2, 10), "");
     }
 }
