@@ -533,7 +533,8 @@ impl Daemon {
             }
             self.push_status();
             if !self.hosts.zellij.is_empty() {
-                let views: Vec<AgentView> = self.registry.iter().map(AgentRecord::view).collect();
+                // Remote agents too: the pane lists them as MACHINE:NAME and never focuses one here.
+                let views: Vec<AgentView> = self.views(true);
                 self.hosts.zellij.show_agents(&views);
             }
         }

@@ -295,7 +295,7 @@ impl ZellijHost {
             }
             let panes: Vec<u32> = views
                 .iter()
-                .filter(|v| !v.state.is_final())
+                .filter(|v| !v.state.is_final() && v.machine.is_none())
                 .filter_map(|v| match PaneKey::of(&v.host)? {
                     PaneKey::Zellij { session: s, pane } if s == *session => Some(pane.0),
                     _ => None,
