@@ -15,6 +15,7 @@ mod notify;
 mod own_agent;
 mod planted;
 mod remote;
+mod remote_cli;
 mod sessions;
 mod states;
 mod tmux_front;

@@ -1,7 +1,9 @@
 //! `volee browse`: live agents (needs-you first) and every harness's past sessions in one list,
 //! filtered as you type, full-text search on `/`, a preview of the selected row (a live tmux
 //! agent's screen in colour, a past session's last messages); Enter jumps to a live agent or
-//! resumes a past session. A TUI on `ratatui` (crossterm backend).
+//! resumes a past session. An agent on a machine shows as `MACHINE:NAME`, its screen read through
+//! the daemon, and Enter opens a tmux window attached to it there. A TUI on `ratatui` (crossterm
+//! backend).
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -48,13 +50,14 @@ impl Row {
     fn haystack(&self) -> String {
         match self {
             Row::Live(a) => format!(
-                "{} {} {} {} {} {}",
-                a.id,
+                "{} {} {} {} {} {} {}",
+                a.address(),
                 a.name,
                 a.harness,
                 a.title.as_deref().unwrap_or(""),
                 a.cwd,
-                a.state
+                a.state,
+                a.machine.as_deref().unwrap_or("")
             )
             .to_lowercase(),
             Row::Past(s) => volee_view::session_haystack(
@@ -71,7 +74,7 @@ impl Row {
     /// What stays the same row when the list is read again.
     fn key(&self) -> String {
         match self {
-            Row::Live(a) => format!("agent {}", a.id),
+            Row::Live(a) => format!("agent {}", a.address()),
             Row::Past(s) => format!("session {}/{}", s.harness, s.id),
         }
     }
@@ -169,10 +172,13 @@ fn live_agents() -> CliResult<Vec<AgentView>> {
 /// Live agents, then the past sessions that are not live now (a live one shows as its agent);
 /// and the indexed sessions of the live agents (their earlier turns join their preview).
 fn rows_of(agents: Vec<AgentView>, past: Vec<SessionRow>) -> (Vec<Row>, Vec<SessionRow>) {
+    // Past sessions are this machine's: an agent on another one never hides one.
     let is_live = |s: &SessionRow| {
-        agents
-            .iter()
-            .any(|a| a.session_id.as_deref() == Some(s.id.as_str()) && a.harness == s.harness)
+        agents.iter().any(|a| {
+            a.machine.is_none()
+                && a.session_id.as_deref() == Some(s.id.as_str())
+                && a.harness == s.harness
+        })
     };
     let (joined, past): (Vec<SessionRow>, Vec<SessionRow>) = past.into_iter().partition(is_live);
     let mut rows: Vec<Row> = agents.into_iter().map(|a| Row::Live(Box::new(a))).collect();
@@ -212,6 +218,23 @@ fn browse(args: &BrowseArgs, socket: &Path) -> CliResult {
     ratatui::restore();
     match outcome? {
         Outcome::Quit => Ok(()),
+        // A machine's agent: a window of its own attached there (from the popup, beside the pane
+        // it was opened over); from a plain terminal, this terminal.
+        Outcome::Jump(agent) if agent.machine.is_some() => {
+            let pane = args
+                .pane
+                .clone()
+                .or_else(|| std::env::var("TMUX_PANE").ok());
+            if args.client.is_some() || crate::caller::inside_server(socket) {
+                crate::tmux_ui::open_remote_window(
+                    &TmuxServer::new(socket),
+                    pane.as_deref(),
+                    &agent,
+                )
+            } else {
+                crate::attach::attach(&agent.address())
+            }
+        }
         Outcome::Jump(agent) => match (&agent.host, &args.client) {
             // From the popup: the client that opened it goes to the agent's pane.
             (
@@ -380,8 +403,12 @@ fn event_loop(
             KeyCode::Char('?') if app.filter.is_empty() => app.help = true,
             KeyCode::Char('x') if app.filter.is_empty() => {
                 if let Some(Row::Live(a)) = selected.map(|i| &app.rows[i]) {
-                    app.status = format!("stop {} ({})? y/n", a.name, a.id);
-                    app.confirm_stop = Some(a.id.clone());
+                    app.status = format!(
+                        "stop {} ({})? y/n",
+                        plain_text(&a.name, 40),
+                        volee_view::address_text(a, 64)
+                    );
+                    app.confirm_stop = Some(a.address());
                 }
             }
             KeyCode::Backspace => {
@@ -541,12 +568,13 @@ fn row_line(row: &Row, now: u64, color: bool) -> Line<'static> {
                 "idle" => Color::Green,
                 _ => Color::Gray,
             };
+            // A machine's agent is `MACHINE:NAME`, its state marked `?` while unreachable.
             Line::from(vec![
-                Span::styled(format!("● {:<9}", a.state.to_string()), style(c)),
+                Span::styled(format!("● {:<10}", volee_view::state_text(a)), style(c)),
                 Span::raw(format!(
                     " {:<10} {:<8} {}",
-                    plain_text(&a.name, 10),
-                    a.harness,
+                    volee_view::machine_name_text(a, 10),
+                    plain_text(&a.harness, 16),
                     plain_text(a.title.as_deref().unwrap_or(""), 50)
                 )),
             ])
@@ -563,7 +591,7 @@ fn row_line(row: &Row, now: u64, color: bool) -> Line<'static> {
                 .or(s.first_prompt.as_deref())
                 .unwrap_or("");
             Line::from(vec![
-                Span::styled(format!("  {age:<9}"), style(Color::DarkGray)),
+                Span::styled(format!("  {age:<10}"), style(Color::DarkGray)),
                 Span::raw(format!(
                     " {:<10} {:<8} {}",
                     s.id.chars().take(8).collect::<String>(),
@@ -617,6 +645,8 @@ impl Widget for LivePreview<'_> {
         let rows = area.height.max(1);
         let cols = area.width.max(1);
         let screen = match &self.agent.host {
+            // A machine's pane is in its tmux: read through the daemon, never a local server.
+            _ if self.agent.machine.is_some() => None,
             Host::Tmux { socket, pane, .. } => {
                 let server = volee_tmux::server::TmuxServer::new(socket);
                 server
@@ -632,7 +662,7 @@ impl Widget for LivePreview<'_> {
         let bytes = match screen {
             Some(b) => b,
             None => match ask(&Request::Peek {
-                id: self.agent.id.clone(),
+                id: self.agent.address(),
                 lines: u32::from(rows),
             }) {
                 Ok(volee_protocol::Response::Text { text }) => text.into_bytes(),
@@ -823,6 +853,28 @@ mod tests {
         assert!(!all.contains('\u{1b}') && !all.contains('\u{7}'), "{all:?}");
         assert!(all.contains("red"), "{all}");
         assert!(all.contains("#[fg=red]"), "drawn literally: {all}");
+    }
+
+    /// An agent on a machine is drawn as `MACHINE:NAME`, its state marked while unreachable, and
+    /// never hides a past session of this machine.
+    #[test]
+    fn a_machines_agent_is_marked_with_its_machine() {
+        let mut agent: AgentView = serde_json::from_value(serde_json::json!({
+            "id": "k3f9", "name": "build", "harness": "codex", "harness_version": null,
+            "profile_fit": "generic", "origin": "launched", "state": "working",
+            "state_source": "process", "state_since": "2026-01-01T00:00:00Z", "evidence": "",
+            "exit_status": null, "pid": 1, "cwd": "/", "session_id": "0199aaaa-1111",
+            "host": {"kind": "none"}, "machine": "box", "reachable": false,
+        }))
+        .unwrap();
+        let (rows, joined) = rows_of(vec![agent.clone()], vec![past("0199aaaa-1111", "t")]);
+        assert_eq!((rows.len(), joined.len()), (2, 0));
+        assert_eq!(rows[0].key(), "agent box:k3f9");
+        assert!(rows[0].haystack().contains("box"));
+        agent.title = Some("compiling".into());
+        let line = row_line(&Row::Live(Box::new(agent)), 0, false);
+        let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+        assert_eq!(text, "● working?   box:build  codex    compiling");
     }
 
     /// Discovery joins the history: an agent found by the /proc scan in a plain terminal (no

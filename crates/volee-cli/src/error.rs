@@ -482,6 +482,23 @@ pub fn no_session_id(agent: &AgentView) -> CliError {
         .hint("start a new one: volee launch --harness …")
 }
 
+/// `resume MACHINE:ID`: `resume` relaunches here; the machine's session is resumed there.
+pub fn resume_on_machine(agent: &AgentView) -> CliError {
+    let machine = agent.machine.as_deref().unwrap_or_default();
+    let err = CliError::user(format!(
+        "agent {} ran on machine {machine}: volee resume relaunches agents of this machine only",
+        agent.address()
+    ));
+    match &agent.session_id {
+        Some(sid) => err.hint(format!(
+            "resume its session there: volee sessions resume {sid} --on {machine}"
+        )),
+        None => err.hint(format!(
+            "launch it again there: volee launch --on {machine} …"
+        )),
+    }
+}
+
 pub fn worktree_gone(agent: &AgentView, path: &str) -> CliError {
     CliError::user(format!(
         "agent {} worked in worktree {path}, which is gone",

@@ -358,6 +358,9 @@ pub fn resume_session_beside(
 /// generic profile reruns its command), in the same tmux session, under the same name.
 pub fn resume(id: &str, as_json: bool, join: bool) -> CliResult {
     let old = show(id)?;
+    if old.machine.is_some() {
+        return Err(error::resume_on_machine(&old));
+    }
     if !old.state.is_final() {
         return Err(error::still_running(&old));
     }

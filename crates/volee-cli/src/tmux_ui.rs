@@ -362,7 +362,15 @@ pub(crate) fn tell(server: &TmuxServer, client: Option<&str>, message: &str) {
     let _ = server.run(&args);
 }
 
-fn switch_command(client: Option<&str>, agent: &AgentView, socket: &Path) -> String {
+/// The menu command of an agent: switch the client to its pane; for an agent on a machine, a new
+/// window running `volee attach MACHINE:ID` (`bin`: this volee, shell-quoted).
+fn switch_command(client: Option<&str>, agent: &AgentView, socket: &Path, bin: &str) -> String {
+    if agent.machine.is_some() {
+        return match remote_attach_line(agent, bin) {
+            Some(line) => format!("new-window -n '{}' \"{line}\"", agent.address()),
+            None => "display-message 'volee: not an agent id volee would make'".to_owned(),
+        };
+    }
     match &agent.host {
         Host::Tmux {
             socket: s, pane, ..
@@ -375,6 +383,48 @@ fn switch_command(client: Option<&str>, agent: &AgentView, socket: &Path) -> Str
             agent.id
         ),
     }
+}
+
+/// `BIN attach MACHINE:ID` as a shell line, for an agent on a machine whose machine name and id
+/// are plainly names and ids (remote text goes into no command line otherwise).
+fn remote_attach_line(agent: &AgentView, bin: &str) -> Option<String> {
+    let machine = agent.machine.as_deref()?;
+    let plain = volee_daemon::machines::check_name(machine).is_ok()
+        && crate::attach::is_plain_id(&agent.id);
+    plain.then(|| format!("{} attach {machine}:{}", sh_quote(bin), agent.id))
+}
+
+/// Open a tmux window beside `pane` (the client's session) attached to an agent on a machine
+/// (`volee attach MACHINE:ID` over the daemon's connection); the session's client goes to it.
+pub(crate) fn open_remote_window(
+    server: &TmuxServer,
+    pane: Option<&str>,
+    agent: &AgentView,
+) -> CliResult {
+    let bin = volee_bin()?;
+    let Some(machine) = agent.machine.as_deref() else {
+        return Err(CliError::internal(
+            "a local agent has no machine to attach to",
+        ));
+    };
+    if volee_daemon::machines::check_name(machine).is_err()
+        || !crate::attach::is_plain_id(&agent.id)
+    {
+        return Err(CliError::internal(format!(
+            "machine {} named agent {:?}, which is not an id volee would make",
+            volee_view::plain_text(machine, 40),
+            volee_view::plain_text(&agent.id, 80)
+        )));
+    }
+    let address = agent.address();
+    let mut args = vec!["new-window".to_owned(), "-n".into(), address.clone()];
+    if let Some(p) = pane {
+        args.extend(["-a".into(), "-t".into(), p.to_owned()]);
+    }
+    // Several words after the options: tmux runs them as they are, no shell in between.
+    args.extend([bin, "attach".into(), address]);
+    server.run(&args)?;
+    Ok(())
 }
 
 pub fn pick(socket: Option<PathBuf>, client_name: Option<String>) -> CliResult {
@@ -413,13 +463,14 @@ pub fn pick(socket: Option<PathBuf>, client_name: Option<String>) -> CliResult {
         "-y".into(),
         "C".into(),
     ]);
+    let bin = volee_bin()?;
     for item in &items {
-        let Some(agent) = agents.iter().find(|a| a.id == item.agent_id) else {
+        let Some(agent) = agents.iter().find(|a| a.address() == item.agent_id) else {
             continue;
         };
         args.push(item.label.clone());
         args.push(item.key.clone());
-        args.push(switch_command(client_name.as_deref(), agent, &socket));
+        args.push(switch_command(client_name.as_deref(), agent, &socket, &bin));
     }
     // display-menu returns only when the menu closes: leave it to tmux and return now.
     leave_to_tmux(&server, &args)
@@ -446,7 +497,10 @@ pub(crate) fn leave_to_tmux(server: &TmuxServer, args: &[String]) -> CliResult {
 pub fn next(socket: Option<PathBuf>, client_name: Option<String>) -> CliResult {
     let socket = caller_socket(socket);
     let server = TmuxServer::new(&socket);
-    let agents = agents_of(ask(&Request::List { all: false })?)?;
+    // This server's agents only: a machine's agent is reached from the picker (a window of its
+    // own), not switched to.
+    let mut agents = agents_of(ask(&Request::List { all: false })?)?;
+    agents.retain(|a| a.machine.is_none());
     // Start after the agent the client is looking at, so repeated presses cycle.
     let mut current_pane_args = vec!["display-message".to_string(), "-p".into()];
     if let Some(c) = &client_name {
@@ -573,6 +627,41 @@ mod tests {
             "{popup:?}"
         );
         assert!(popup[2].ends_with("--pane '#{pane_id}'"), "{popup:?}");
+    }
+
+    /// An agent in pane %7 of the server at /tmp/tmux-0/default, on `machine` when given.
+    fn agent_in_pane(id: &str, machine: Option<&str>) -> AgentView {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "name": "n", "harness": "generic", "harness_version": null,
+            "profile_fit": "generic", "origin": "launched", "state": "needs_you",
+            "state_source": "process", "state_since": "2026-01-01T00:00:00Z", "evidence": "",
+            "exit_status": null, "pid": 1, "cwd": "/", "session_id": null,
+            "host": {"kind": "tmux", "socket": "/tmp/tmux-0/default", "session": "s",
+                     "window": "@1", "pane": "%7"},
+            "machine": machine,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_machines_agent_opens_a_window_attached_to_it_never_a_local_pane() {
+        let socket = Path::new("/tmp/tmux-0/default");
+        let local = agent_in_pane("k3f9", None);
+        assert_eq!(
+            switch_command(Some("c1"), &local, socket, "/v"),
+            "switch-client -c 'c1' -t '%7'"
+        );
+        // The same socket path and pane id on the machine are not ours.
+        let remote = agent_in_pane("k3f9", Some("box"));
+        assert_eq!(
+            switch_command(Some("c1"), &remote, socket, "/opt/it's/volee"),
+            r#"new-window -n 'box:k3f9' "'/opt/it'\''s/volee' attach box:k3f9""#
+        );
+        let hostile = agent_in_pane("k3f9'; touch /tmp/x", Some("box"));
+        assert_eq!(
+            switch_command(None, &hostile, socket, "/v"),
+            "display-message 'volee: not an agent id volee would make'"
+        );
     }
 
     #[test]
