@@ -292,12 +292,12 @@ pub fn resume_session_beside(
             profile.display_name
         )));
     }
-    // A session live right now is not resumed twice.
+    // A session live right now is not resumed twice (a machine's agents have that machine's
+    // sessions, not these).
     let live = crate::ask::agents_of(ask(&Request::List { all: false })?)?;
-    if let Some(agent) = live
-        .iter()
-        .find(|a| a.session_id.as_deref() == Some(session_id) && !a.state.is_final())
-    {
+    if let Some(agent) = live.iter().find(|a| {
+        a.machine.is_none() && a.session_id.as_deref() == Some(session_id) && !a.state.is_final()
+    }) {
         return Err(CliError::user(format!(
             "session {session_id} is live in agent {} ({}): volee attach {}",
             agent.id, agent.name, agent.id

@@ -567,7 +567,8 @@ pub fn launch_line(socket: &Path, pane: &str, client_name: Option<String>) -> Cl
                 format!("{name_base}-{n}")
             }
         })
-        .find(|n| !existing.iter().any(|a| &a.name == n) && !n.is_empty());
+        // Names are unique among this computer's agents (a machine's are its own).
+        .find(|n| !existing.iter().any(|a| a.machine.is_none() && &a.name == n) && !n.is_empty());
     // The key binding runs in tmux's environment, not the pane's: not its TMUX.
     let mut env = crate::caller::env();
     env.retain(|(k, _)| k != "TMUX" && k != "TMUX_PANE");
