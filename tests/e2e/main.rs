@@ -14,6 +14,7 @@ mod mcp;
 mod notify;
 mod own_agent;
 mod planted;
+mod push;
 mod remote;
 mod remote_cli;
 mod sessions;

@@ -63,6 +63,9 @@ struct NotifyFile {
     on_finished: Option<String>,
     burst: Option<u32>,
     burst_window: Option<String>,
+    /// An ntfy topic URL.
+    push: Option<String>,
+    push_token: Option<String>,
 }
 
 /// A config file volee cannot use.
@@ -85,6 +88,12 @@ pub enum ConfigError {
         path: String,
         key: &'static str,
         value: String,
+    },
+    /// `notify.push` or `notify.push_token` (the message never repeats them: secrets).
+    #[error("{path}: {problem}")]
+    Push {
+        path: String,
+        problem: crate::push::PushTargetError,
     },
 }
 
@@ -135,6 +144,14 @@ impl Config {
                 on_finished: n.on_finished,
                 burst: n.burst.unwrap_or(dn.burst).max(1),
                 burst_window: duration("notify.burst_window", n.burst_window, dn.burst_window)?,
+                push: crate::push::PushTarget::from_config(
+                    n.push.as_deref(),
+                    n.push_token.as_deref(),
+                )
+                .map_err(|problem| ConfigError::Push {
+                    path: origin.into(),
+                    problem,
+                })?,
             },
         };
         Ok(Config {
@@ -190,5 +207,43 @@ mod tests {
         );
         assert!(Config::parse("[notify]\nlong_turn = \"soon\"\n", "c.toml").is_err());
         assert!(Config::parse("[notify]\nsound = true\n", "c.toml").is_err());
+    }
+
+    #[test]
+    fn a_push_target_is_checked_and_its_secrets_are_not_repeated() {
+        let c = Config::parse(
+            "[notify]\npush = \"https://ntfy.sh/volee-k3f9\"\npush_token = \"tk_abc\"\n",
+            "c.toml",
+        )
+        .unwrap()
+        .notify;
+        assert_eq!(c.push.map(|p| p.host()), Some("ntfy.sh".to_string()));
+        assert_eq!(Config::parse("", "c.toml").unwrap().notify.push, None);
+        assert_eq!(
+            Config::parse("[notify]\npush = \"\"\n", "c.toml")
+                .unwrap()
+                .notify
+                .push,
+            None
+        );
+        let e = Config::parse("[notify]\npush = \"ntfy.sh/secret\"\n", "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("c.toml: notify.push is not a URL"), "{e}");
+        assert!(!e.contains("secret"), "{e}");
+        let e = Config::parse(
+            "[notify]\npush = \"ftp://u:hunter2@h/t\"\npush_token = \"tk_x\"\n",
+            "c.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "c.toml: notify.push is a URL of ftp:, not http: or https:"
+        );
+        assert!(Config::parse("[notify]\npush_token = \"tk_x\"\n", "c.toml")
+            .unwrap_err()
+            .to_string()
+            .contains("push_token is set but notify.push is not"));
     }
 }

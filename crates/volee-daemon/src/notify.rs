@@ -8,6 +8,9 @@
 //!   needs_you pings once).
 //! - Across agents at most `burst` within `burst_window`; the rest are counted and told in one
 //!   summary when the window has room again.
+//!
+//! The texts: the one-line [`message`] of the terminal channels, and the [`Push`] to the phone
+//! (title, body, priority and tags for ntfy; sent by [`crate::push`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -83,6 +86,8 @@ pub struct NotifyConfig {
     pub burst: u32,
     /// … within this window; the rest are summed up in one.
     pub burst_window: Duration,
+    /// An ntfy topic to push to (the phone), with its token.
+    pub push: Option<crate::push::PushTarget>,
 }
 
 impl Default for NotifyConfig {
@@ -101,6 +106,7 @@ impl Default for NotifyConfig {
             on_finished: None,
             burst: 3,
             burst_window: Duration::from_secs(10),
+            push: None,
         }
     }
 }
@@ -194,6 +200,80 @@ pub fn message(name: &str, id: &str, kind: Kind, evidence: &str) -> String {
     }
 }
 
+/// A reason on the phone is one line of at most this many characters.
+pub const PUSH_REASON_CHARS: usize = 200;
+
+/// One push to the phone, as ntfy's publish API takes it: the `Title` and `Priority` headers,
+/// `Tags` (emoji short codes the app shows before the title), and the message as the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Push {
+    pub title: String,
+    pub body: String,
+    /// ntfy's scale: 1 (min) … 3 (default) … 5 (max); 4 is "high" (a pop-over on Android).
+    pub priority: u8,
+    pub tags: &'static str,
+}
+
+/// The push for one agent: `volee: NAME needs you` as the title; the body says which agent
+/// (`name (address)`), on which machine, in which state, and why (its evidence, one line).
+pub fn push_for_agent(
+    name: &str,
+    address: &str,
+    machine: &str,
+    state: AgentState,
+    kind: Kind,
+    evidence: &str,
+) -> Push {
+    let (what, priority, tags) = match kind {
+        Kind::NeedsYou => ("needs you", 4, "bell"),
+        Kind::Failed => ("failed", 4, "x"),
+        Kind::Finished => ("finished", 3, "white_check_mark"),
+    };
+    let name = one_line(name, 80);
+    let reason = one_line(evidence, PUSH_REASON_CHARS);
+    let mut body = format!(
+        "{name} ({}) on {}: {state}",
+        one_line(address, 120),
+        one_line(machine, 80)
+    );
+    if !reason.is_empty() {
+        body.push('\n');
+        body.push_str(&reason);
+    }
+    Push {
+        title: format!("volee: {name} {what}"),
+        body,
+        priority,
+        tags,
+    }
+}
+
+/// The push for the notifications the burst limit held back (`text`: the summary's message).
+pub fn push_for_summary(text: &str) -> Push {
+    Push {
+        title: "volee: more agent changes".into(),
+        body: one_line(text, PUSH_REASON_CHARS),
+        priority: 3,
+        tags: "bell",
+    }
+}
+
+/// `text` without control characters (a newline, an escape sequence's ESC), whitespace runs as
+/// one space, at most `max` characters (the last one `…` when cut).
+pub(crate) fn one_line(text: &str, max: usize) -> String {
+    let words: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let line = words.join(" ");
+    if line.chars().count() <= max {
+        return line;
+    }
+    let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,5 +330,49 @@ mod tests {
             message("n", "i", Kind::Finished, ""),
             "volee: n (i) finished its turn"
         );
+    }
+
+    #[test]
+    fn a_push_says_who_where_what_and_why_on_one_line() {
+        let p = push_for_agent(
+            "fix",
+            "k3f9",
+            "devbox",
+            NeedsYou,
+            Kind::NeedsYou,
+            "rule generic.yes-no: \"Continue? [y/N]\"",
+        );
+        assert_eq!(p.title, "volee: fix needs you");
+        assert_eq!(
+            p.body,
+            "fix (k3f9) on devbox: needs_you\nrule generic.yes-no: \"Continue? [y/N]\""
+        );
+        assert_eq!((p.priority, p.tags), (4, "bell"));
+        let p = push_for_agent("a", "box:k", "box", Failed, Kind::Failed, "");
+        assert_eq!((p.title.as_str(), p.priority), ("volee: a failed", 4));
+        assert_eq!(p.body, "a (box:k) on box: failed");
+        let p = push_for_agent("a", "k", "m", Idle, Kind::Finished, "exit 0");
+        assert_eq!((p.title.as_str(), p.priority), ("volee: a finished", 3));
+        assert_eq!(p.body, "a (k) on m: idle\nexit 0");
+    }
+
+    #[test]
+    fn a_push_reason_has_no_control_characters_and_is_bounded() {
+        let evidence = format!("\x1b[31mred\x1b[0m\r\nnext\tline {}", "x".repeat(500));
+        let p = push_for_agent("n\x07\nm", "i", "m", NeedsYou, Kind::NeedsYou, &evidence);
+        assert_eq!(p.title, "volee: n m needs you");
+        let reason = p.body.lines().nth(1).unwrap();
+        assert!(reason.starts_with("[31mred [0m next line xxx"), "{reason}");
+        assert_eq!(reason.chars().count(), PUSH_REASON_CHARS);
+        assert!(reason.ends_with('…'));
+        assert!(!p.body.chars().any(|c| c.is_control() && c != '\n'));
+        assert_eq!(p.body.lines().count(), 2);
+    }
+
+    #[test]
+    fn the_summary_is_pushed_at_default_priority() {
+        let p = push_for_summary("volee: 17 more agent changes (volee ls)");
+        assert_eq!(p.body, "volee: 17 more agent changes (volee ls)");
+        assert_eq!(p.priority, 3);
     }
 }

@@ -12,10 +12,13 @@
 //! - [`sshd`]: a real OpenSSH server on loopback with a user of its own, for remote machines.
 //! - [`model_server`]: a scripted Anthropic Messages server on 127.0.0.1 for driving real harness
 //!   programs (conformance tests).
+//! - [`ntfy_server`]: a stand-in for an ntfy server on 127.0.0.1 that records every publish (the
+//!   daemon's push to the phone).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod model_server;
+pub mod ntfy_server;
 pub mod ollama_server;
 pub mod sshd;
 pub mod users;

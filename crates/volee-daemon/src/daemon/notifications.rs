@@ -1,7 +1,7 @@
 //! What the user is told: a notification when an agent needs them, failed or ended a long turn
 //! (a tmux message on the clients not showing its pane, the status line's flash, bell and OSC 9
-//! on their terminals, the desktop, the user's command — rate-limited, `volee quiet`), and the
-//! status line itself. Which clients view a server is asked on a task.
+//! on their terminals, the desktop, a push to the phone, the user's command — rate-limited,
+//! `volee quiet`), and the status line itself. Which clients view a server is asked on a task.
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
@@ -13,7 +13,8 @@ use volee_protocol::{AgentState, AgentView, Host, Origin};
 
 use super::{now_ms, Daemon, Msg};
 use crate::host::tmux::{host_socket, Viewer};
-use crate::notify::{Kind, Limiter, NotifyConfig};
+use crate::notify::{Kind, Limiter, NotifyConfig, Push};
+use crate::push::{PushTarget, Pusher};
 
 /// Notifications and the status line's own state.
 #[derive(Debug, Default)]
@@ -25,6 +26,8 @@ pub(super) struct Notices {
     flashing: bool,
     /// The status line must be drawn again though no agent changed (a flash ended, quiet).
     pub(super) status_dirty: bool,
+    /// The task that pushes to the phone, started with the first push.
+    pusher: Option<Pusher>,
 }
 
 impl Notices {
@@ -42,6 +45,22 @@ impl Notices {
 
     fn quiet(&self, now: Millis) -> bool {
         self.quiet_until.is_some_and(|u| now < u)
+    }
+
+    /// Hand `push` to the pushing task (started now if it is not running yet).
+    fn push(&mut self, target: &PushTarget, push: Push) {
+        if self.pusher.is_none() {
+            match Pusher::start() {
+                Ok(pusher) => self.pusher = Some(pusher),
+                Err(e) => {
+                    tracing::warn!("push to {}: no HTTP client: {e}", target.host());
+                    return;
+                }
+            }
+        }
+        if let Some(pusher) = &self.pusher {
+            pusher.send(target, push);
+        }
     }
 }
 
@@ -157,7 +176,8 @@ impl Daemon {
         let (id, kind, now) = match about {
             About::Summary { text } => {
                 tracing::info!("notify: {text}");
-                self.deliver(&text, &viewers);
+                let push = crate::notify::push_for_summary(&text);
+                self.deliver(&text, &viewers, push);
                 return;
             }
             About::Agent { id, kind, now } => (id, kind, now),
@@ -185,16 +205,29 @@ impl Daemon {
         }
         let text = crate::notify::message(&view.name, &view.id, kind, &view.evidence);
         tracing::info!("notify: {text}");
-        self.deliver(&text, &viewers);
+        let push = crate::notify::push_for_agent(
+            &view.name,
+            &view.address(),
+            view.machine
+                .as_deref()
+                .unwrap_or(crate::push::local_machine()),
+            view.state,
+            kind,
+            &view.evidence,
+        );
+        self.deliver(&text, &viewers, push);
         if let Some(command) = cfg.command(kind) {
             run_notify_command(command, kind, &view);
         }
     }
 
-    /// The message on those clients, the status line's flash, the desktop, bell and OSC 9, as
-    /// configured.
-    fn deliver(&mut self, text: &str, viewers: &[Viewer]) {
+    /// The message on those clients, the status line's flash, the desktop, bell and OSC 9, the
+    /// push to the phone, as configured.
+    fn deliver(&mut self, text: &str, viewers: &[Viewer], push: Push) {
         let cfg = &self.config.notify;
+        if let Some(target) = &cfg.push {
+            self.notices.push(target, push);
+        }
         if cfg.tmux_message && !viewers.is_empty() {
             let escaped = volee_view::tmux_message_text(text, 200);
             let show = self
