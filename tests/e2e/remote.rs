@@ -68,6 +68,18 @@ fn a_remote_agent_is_mirrored_addressed_and_survives_a_cut_connection() {
     }
     let mut server = SshServer::start(RemotePath::WithVolee(&env.bin));
     with_box(&mut env, &server);
+    // The user's notification command: what it is told about, one line each.
+    let notified = env.root().join("notified.txt");
+    let config = env.volee_home().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "[notify]\ndesktop = false\non_needs_you = \"echo $VOLEE_EVENT $VOLEE_AGENT_ID >> '{}'\"\n",
+            notified.display()
+        ),
+    )
+    .unwrap();
 
     // An agent started on the machine by its own user (its tmux server set up by `volee up`),
     // ringing the bell after a moment.
@@ -87,6 +99,17 @@ fn a_remote_agent_is_mirrored_addressed_and_survives_a_cut_connection() {
         a["state"] == "needs_you"
     });
     assert_eq!(rang["machine"], "box");
+    // The notification names the machine: the user's command gets the address.
+    wait_until(
+        "the needs_you notification",
+        Duration::from_secs(10),
+        || {
+            std::fs::read_to_string(&notified)
+                .ok()
+                .filter(|t| t.contains(&format!("needs_you {address}")))
+        },
+        || env.log_tail(),
+    );
     let shown: Value = serde_json::from_str(&env.ok(["show", &address, "--json"])).unwrap();
     assert_eq!(shown["id"], id.as_str());
     assert_eq!(shown["machine"], "box");

@@ -397,7 +397,7 @@ impl Daemon {
 
     fn on_timer(&mut self) {
         let now = now_ms();
-        self.release_held(true);
+        self.release_held();
         for (_, (pane, key)) in self.typing.take_due(now) {
             pane_requests::submit(pane, key, Duration::ZERO);
         }

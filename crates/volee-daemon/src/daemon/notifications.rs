@@ -125,6 +125,21 @@ impl Daemon {
             kind,
             now,
         };
+        // A machine's agent has no pane here: every client volee shows the status line to is
+        // told.
+        if id.contains(':') {
+            let asks: Vec<_> = self
+                .watched_sockets()
+                .iter()
+                .map(|s| self.hosts.tmux.viewers(s))
+                .collect();
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                let viewers = all_viewers(asks).await;
+                let _ = tx.send(Msg::Viewers { about, viewers });
+            });
+            return;
+        }
         let Some(socket) = self.registry.get(id).and_then(|a| host_socket(&a.host)) else {
             self.on_viewers(about, Vec::new());
             return;
@@ -134,6 +149,47 @@ impl Daemon {
             let viewers = viewers.await;
             let _ = tx.send(Msg::Viewers { about, viewers });
         });
+    }
+
+    /// A machine's agent changed state from `was` to `agent`: told like a local one, by its
+    /// address `MACHINE:ID`.
+    pub(super) fn notify_remote(&mut self, was: &AgentView, agent: &AgentView, now: Millis) {
+        // How long it worked: since the working state began there (RFC 3339 from the machine;
+        // one that does not parse counts no turn as long).
+        let working_ms = match was.state {
+            AgentState::Working => humantime::parse_rfc3339(&was.state_since)
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |since| now.saturating_sub(since.as_millis() as Millis)),
+            _ => 0,
+        };
+        tracing::debug!(
+            "{} {} -> {} ({})",
+            agent.address(),
+            was.state,
+            agent.state,
+            agent.evidence
+        );
+        if let Some(kind) = crate::notify::classify(
+            was.state,
+            agent.state,
+            working_ms,
+            self.config.notify.long_turn,
+        ) {
+            self.notify(&agent.address(), kind, now);
+        }
+    }
+
+    /// Every tmux server volee shows its status line on, or holds a live agent on.
+    fn watched_sockets(&self) -> BTreeSet<PathBuf> {
+        let mut sockets: BTreeSet<PathBuf> = self.hosts.tmux.servers().clone();
+        sockets.extend(
+            self.registry
+                .iter()
+                .filter(|a| !a.is_ended())
+                .filter_map(|a| host_socket(&a.host).map(Path::to_path_buf)),
+        );
+        sockets
     }
 
     /// One message for the notifications the burst limit held back, on every attached client
@@ -155,15 +211,7 @@ impl Daemon {
         let asks: Vec<_> = sockets.iter().map(|s| self.hosts.tmux.viewers(s)).collect();
         let tx = self.tx.clone();
         tokio::spawn(async move {
-            let mut seen = HashSet::new();
-            let mut viewers = Vec::new();
-            for ask in asks {
-                for v in ask.await {
-                    if seen.insert((v.socket.clone(), v.name.clone())) {
-                        viewers.push(v);
-                    }
-                }
-            }
+            let viewers = all_viewers(asks).await;
             let _ = tx.send(Msg::Viewers {
                 about: About::Summary { text },
                 viewers,
@@ -182,7 +230,7 @@ impl Daemon {
             }
             About::Agent { id, kind, now } => (id, kind, now),
         };
-        let Some(view) = self.registry.get(&id).map(|a| a.view()) else {
+        let Some(view) = self.view_of(&id) else {
             return;
         };
         // Only what the user cannot see: a client showing the pane needs no ping.
@@ -203,7 +251,8 @@ impl Daemon {
                 return;
             }
         }
-        let text = crate::notify::message(&view.name, &view.id, kind, &view.evidence);
+        // A machine's agent is named by its address (`box:ID`): the message says where.
+        let text = crate::notify::message(&view.name, &view.address(), kind, &view.evidence);
         tracing::info!("notify: {text}");
         let push = crate::notify::push_for_agent(
             &view.name,
@@ -300,6 +349,20 @@ impl Daemon {
     }
 }
 
+/// The clients of several servers, each once.
+async fn all_viewers(asks: Vec<impl std::future::Future<Output = Vec<Viewer>>>) -> Vec<Viewer> {
+    let mut seen = HashSet::new();
+    let mut viewers = Vec::new();
+    for ask in asks {
+        for v in ask.await {
+            if seen.insert((v.socket.clone(), v.name.clone())) {
+                viewers.push(v);
+            }
+        }
+    }
+    viewers
+}
+
 /// Is there a session bus to send desktop notifications to?
 pub fn desktop_available() -> bool {
     std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some_and(|v| !v.is_empty())
@@ -331,7 +394,8 @@ fn run_notify_command(command: &str, kind: Kind, view: &AgentView) {
     let child = tokio::process::Command::new("sh")
         .args(["-c", command])
         .env("VOLEE_EVENT", kind.as_str())
-        .env("VOLEE_AGENT_ID", &view.id)
+        // What `volee show` takes: `MACHINE:ID` for a machine's agent.
+        .env("VOLEE_AGENT_ID", view.address())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

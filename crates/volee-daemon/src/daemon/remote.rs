@@ -83,6 +83,18 @@ impl Remote {
         lists.chain(requests).chain(watches).min()
     }
 
+    /// Must `req` wait for a first connection to settle? (It names an agent of, or runs on, a
+    /// machine still making it; `machine ls` waits for them all.)
+    fn waits_for_first_connection(&self, req: &Request) -> bool {
+        match req {
+            Request::RunOn { machine, .. } => self.unsettled_machine(machine),
+            Request::Machines { .. } => self.unsettled(),
+            req => request_query(req)
+                .and_then(|q| q.split_once(':'))
+                .is_some_and(|(m, _)| self.unsettled_machine(m)),
+        }
+    }
+
     /// Is `machine` still making its first connection?
     fn unsettled_machine(&self, machine: &str) -> bool {
         self.machines.get(machine).is_some_and(|m| !m.settled)
@@ -385,7 +397,7 @@ impl Daemon {
                 self.mirror_changed(name, &before, &after);
             }
         }
-        self.release_held(false);
+        self.release_held();
     }
 
     /// A machine's agents changed from `before` to `after`: watchers, notifications, status line.
@@ -395,7 +407,7 @@ impl Daemon {
         for a in after {
             if let Some(was) = old.get(a.id.as_str()) {
                 if was.state != a.state && a.reachable {
-                    self.notify_remote(a, was.state, now);
+                    self.notify_remote(was, a, now);
                 }
             }
         }
@@ -428,35 +440,36 @@ impl Daemon {
         self.notices.status_dirty = true;
     }
 
-    /// Tell the user about a remote agent's state change, like a local one's.
-    fn notify_remote(
-        &mut self,
-        agent: &AgentView,
-        before: volee_protocol::AgentState,
-        _now: Millis,
-    ) {
-        tracing::info!(
-            "{} {} -> {} ({})",
-            agent.address(),
-            before,
-            agent.state,
-            agent.evidence
-        );
+    /// An agent's view by its address: `ID` here, `MACHINE:ID` from the mirror.
+    pub(super) fn view_of(&self, address: &str) -> Option<AgentView> {
+        match self.remote.split(address) {
+            Some((machine, id)) => self
+                .remote
+                .machines
+                .get(machine)?
+                .agents
+                .iter()
+                .find(|a| a.id == id)
+                .cloned(),
+            None => self.registry.get(address).map(|a| a.view()),
+        }
     }
 
-    /// Answer held `ls` requests: all of them once every machine settled (or `expired_only`:
-    /// those past their deadline).
-    pub(super) fn release_held(&mut self, expired_only: bool) {
+    /// Answer what was held for first connections: all of it once its machines settled, the
+    /// rest once past its deadline.
+    pub(super) fn release_held(&mut self) {
         let now = now_ms();
+        // A first connection that takes longer than the wait holds nothing up any more.
+        for m in self.remote.machines.values_mut() {
+            if !m.settled && now >= m.since + FIRST_CONNECT_WAIT_MS {
+                m.settled = true;
+            }
+        }
         for (req, reply, at) in std::mem::take(&mut self.remote.held_requests) {
-            let machine = request_query(&req)
-                .and_then(|q| q.split_once(':'))
-                .map(|(m, _)| m.to_string());
-            match machine {
-                Some(m) if self.remote.unsettled_machine(&m) && now < at => {
-                    self.remote.held_requests.push((req, reply, at));
-                }
-                _ => self.on_request(req, reply),
+            if self.remote.waits_for_first_connection(&req) && now < at {
+                self.remote.held_requests.push((req, reply, at));
+            } else {
+                self.on_request(req, reply);
             }
         }
         for (query, tx, at) in std::mem::take(&mut self.remote.held_watches) {
@@ -474,7 +487,7 @@ impl Daemon {
         let all_settled = !self.remote.unsettled();
         let held = std::mem::take(&mut self.remote.held);
         for (all, reply, at) in held {
-            if all_settled || (expired_only && now >= at) || now >= at {
+            if all_settled || now >= at {
                 let _ = reply.send(Response::Agents {
                     agents: self.views(all),
                 });
@@ -597,6 +610,13 @@ impl Daemon {
     /// `volee machine ls`: each machine's connection and agents, with a round trip timed on
     /// the connected ones when `ping`.
     pub(super) fn machines_request(&mut self, ping: bool, reply: Reply) {
+        if self.remote.unsettled() {
+            let at = now_ms() + FIRST_CONNECT_WAIT_MS;
+            self.remote
+                .held_requests
+                .push((Request::Machines { ping }, reply, at));
+            return;
+        }
         let mut links = Vec::new();
         let mut pings = Vec::new();
         for (name, m) in &self.remote.machines {
@@ -646,6 +666,15 @@ impl Daemon {
             let _ = reply.send(unknown_machine(machine, &self.remote));
             return;
         };
+        if !m.settled {
+            let at = now_ms() + FIRST_CONNECT_WAIT_MS;
+            let req = Request::RunOn {
+                machine: machine.to_string(),
+                args,
+            };
+            self.remote.held_requests.push((req, reply, at));
+            return;
+        }
         if !args
             .first()
             .is_some_and(|a| REMOTE_COMMANDS.contains(&a.as_str()))
