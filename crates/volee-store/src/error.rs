@@ -47,6 +47,14 @@ pub enum StoreError {
     NoPendingToolCall { id: String, call_id: String },
     #[error("{} is {kind}, not a regular file: the store opens only regular files and leaves it as it is", path.display())]
     NotRegularFile { path: PathBuf, kind: &'static str },
+    /// `volee agent --sync`: the session here is not the one the other side last saw (a writer
+    /// came in between, or it was created or deleted meanwhile); nothing was replaced.
+    #[error("session {id} was not replaced: {reason}")]
+    SyncConflict { id: String, reason: String },
+    /// `volee agent --sync`: a copy of a session that came from elsewhere does not check out
+    /// (damaged in transit, or not what volee writes); nothing was written.
+    #[error("the copy of session {id} that came is refused: {reason}")]
+    BadBundle { id: String, reason: String },
     #[error("refusing {}: {reason}", path.display())]
     Unsafe { path: PathBuf, reason: String },
     #[error("could not {action} {}", path.display())]

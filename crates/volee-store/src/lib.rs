@@ -13,6 +13,11 @@
 //! [`Store`] lists, searches, exports, forks and manages sessions; [`WriterSession`] is the one
 //! writer of a session, for the agent loop ([`Store::create`], [`Store::open_for_resume`]).
 //! Readers never take the lock and never see a half-written file.
+//!
+//! `volee agent --sync` moves sessions between stores as [`Bundle`]s compared by digest
+//! ([`digest_of`]): [`Store::sync_manifest`], [`Store::export_bundle`],
+//! [`Store::import_bundle`] (checked, then swapped in compare-and-swap under the writer lock) and
+//! [`Store::fork_from_bundle`] (a session changed on both sides arrives as a fork).
 
 mod error;
 mod files;
@@ -24,18 +29,20 @@ pub mod parse;
 mod redact;
 mod search;
 mod store;
+mod sync;
 
 pub use error::{Result, StoreError};
 pub use ids::check_id;
 pub use jsonl::JsonlRead;
 pub use model::{
     CompactionRecord, ExportDocument, Message, PendingToolCall, Role, SessionMeta, SessionState,
-    Todo, ToolCall, ToolFunction, TranscriptItem, TranscriptLine, Usage, OUTCOME_UNKNOWN,
+    SyncNote, Todo, ToolCall, ToolFunction, TranscriptItem, TranscriptLine, Usage, OUTCOME_UNKNOWN,
     SCHEMA_VERSION,
 };
 pub use redact::{redact, redact_value, REDACTED};
 pub use search::{SearchHit, SearchStats, Snippet};
 pub use store::{now_ms, Health, Listed, NewSession, SessionInfo, Store, WriterSession};
+pub use sync::{digest_of, is_digest, Bundle, ManifestEntry, MAX_BUNDLE_LINE};
 
 /// Read a session's transcript (tolerant of a torn last line), e.g. for tests and tools.
 pub fn read_transcript(store: &Store, id: &str) -> Result<JsonlRead<TranscriptLine>> {

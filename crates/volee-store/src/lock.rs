@@ -79,6 +79,32 @@ impl WriterLock {
     }
 }
 
+/// Whether a writer holds the lock of the session in `dir`, without taking it or writing
+/// anything: `Some(pid)` when held (the pid when the holder wrote it), `None` when free or when
+/// there is no lock file. A shared `flock` is tried (refused while a writer holds the exclusive
+/// one) the way [`WriterLock::acquire`] tries, so a lock held for a moment is not counted.
+pub(crate) fn holder(dir: &Path) -> Result<Option<Option<u32>>> {
+    let path = dir.join("lock");
+    let file = match open_regular(&path, OpenOptions::new().read(true)) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err("open", &path)(e)),
+    };
+    let lock = fd_lock::RwLock::new(file);
+    for attempt in 1..=RETRIES {
+        match lock.try_read() {
+            Ok(_guard) => return Ok(None),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                if attempt < RETRIES {
+                    std::thread::sleep(RETRY_PAUSE);
+                }
+            }
+            Err(e) => return Err(io_err("lock", &path)(e)),
+        }
+    }
+    Ok(Some(holder_pid(&path)))
+}
+
 /// The pid the holder wrote into the lock file (absent in the instant between its lock and its
 /// write).
 pub(crate) fn holder_pid(path: &Path) -> Option<u32> {
@@ -102,7 +128,9 @@ mod tests {
             Err(StoreError::Locked { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
             other => panic!("expected Locked, got {other:?}"),
         }
+        assert_eq!(holder(dir.path()).unwrap(), Some(Some(std::process::id())));
         drop(first);
+        assert_eq!(holder(dir.path()).unwrap(), None);
         WriterLock::acquire("s", dir.path()).unwrap();
     }
 }

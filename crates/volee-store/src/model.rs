@@ -166,6 +166,26 @@ pub struct SessionState {
     /// Length in bytes of the transcript up to and including line `last_seq`.
     #[serde(default)]
     pub transcript_bytes: u64,
+    /// Set on a session that arrived from another machine as a fork (`volee agent --sync`):
+    /// where it came from and why it is a fork. Absent otherwise; an older volee ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synced_from: Option<SyncNote>,
+}
+
+/// Why a session is a fork made by `volee agent --sync`: the other machine's version of a
+/// session changed on both sides since the last sync (neither overwrites the other).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncNote {
+    /// The machine (`volee machine add` name) the version came from.
+    pub machine: String,
+    /// The session it is that machine's version of (its `parent_id` too).
+    pub original_id: String,
+    /// In words, as `volee agent --info` shows it.
+    #[serde(default)]
+    pub note: String,
+    /// When the fork was made (ms since the epoch).
+    #[serde(default)]
+    pub at_ms: u64,
 }
 
 impl SessionState {

@@ -336,6 +336,7 @@ impl Store {
                 compaction_count: 0,
                 last_seq: 0,
                 transcript_bytes: 0,
+                synced_from: None,
             };
             let tmp = self.root.join(format!(".new-{id}-{}", std::process::id()));
             ensure_private_dir(&tmp)?;
@@ -509,6 +510,8 @@ impl Store {
                 archived: false,
                 last_seq: forked.seq,
                 transcript_bytes: src.transcript_bytes + line.len() as u64,
+                // A fork of a synced fork is the user's own copy.
+                synced_from: None,
                 ..src.clone()
             };
             write_state_files(&tmp, &state)?;
@@ -605,6 +608,7 @@ impl Store {
                 .map(|p| p.call.function.name.clone())
                 .collect(),
             transcript_file_bytes: len(TRANSCRIPT_FILE),
+            synced_from: state.synced_from.clone(),
             dir,
         })
     }
@@ -624,6 +628,9 @@ pub struct SessionInfo {
     /// Names of the tools whose calls are pending.
     pub pending_tool_names: Vec<String>,
     pub transcript_file_bytes: u64,
+    /// A fork made by `volee agent --sync`: where it came from and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub synced_from: Option<crate::model::SyncNote>,
     pub dir: PathBuf,
 }
 
@@ -652,7 +659,7 @@ fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-fn error_text(e: &StoreError) -> String {
+pub(crate) fn error_text(e: &StoreError) -> String {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
@@ -691,7 +698,7 @@ pub(crate) fn parse_state(id: &str, path: &Path, bytes: &[u8]) -> Result<Session
     }
 }
 
-fn encode_line<T: Serialize>(path: &Path, value: &T) -> Result<Vec<u8>> {
+pub(crate) fn encode_line<T: Serialize>(path: &Path, value: &T) -> Result<Vec<u8>> {
     let mut bytes = serde_json::to_vec(value).map_err(|source| StoreError::Encode {
         path: path.to_path_buf(),
         source,
