@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod agent_sync;
 mod bad_input;
 mod cli_docs;
 mod daemon_life;

@@ -19,7 +19,7 @@ const SNIPPET_MAX: usize = 120;
 #[command(group(
     ArgGroup::new("action")
         .multiple(false)
-        .args(["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "delete", "resume"])
+        .args(["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "delete", "resume", "sync", "sync_serve"])
 ))]
 pub struct AgentArgs {
     /// The session store (default: $XDG_DATA_HOME/volee/sessions, or $VOLEE_HOME/data/sessions).
@@ -44,7 +44,7 @@ pub struct AgentArgs {
     resume: Option<String>,
     /// Run one turn without the interactive loop, then exit (0: answered; 1: calls were denied);
     /// with --resume, in that session.
-    #[arg(long, value_name = "TEXT", conflicts_with_all = ["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "delete"])]
+    #[arg(long, value_name = "TEXT", conflicts_with_all = ["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "delete", "sync", "sync_serve"])]
     prompt: Option<String>,
     /// With --prompt: approve every tool call (without it, calls that need an approval are
     /// denied).
@@ -88,6 +88,22 @@ pub struct AgentArgs {
     /// Confirm --delete.
     #[arg(long)]
     yes: bool,
+    /// Pull and push sessions between here and MACHINE (`volee machine add`) over ssh: a session
+    /// changed on one side only goes to the other; one changed on both since the last sync comes
+    /// in as a fork (pushed too; nothing is overwritten); one in use by a writer, or deleted on
+    /// one side since the last sync, is skipped with the reason. Only the given SESSION_IDs, if
+    /// any.
+    #[arg(long, value_name = "MACHINE")]
+    sync: Option<String>,
+    /// With --sync: only these sessions (ids or unique prefixes, here or on the machine).
+    #[arg(value_name = "SESSION_ID", requires = "sync")]
+    sync_sessions: Vec<String>,
+    /// With --sync: list what would move (push, pull, fork, skip and why), change nothing.
+    #[arg(long, requires = "sync")]
+    dry_run: bool,
+    /// The machine's side of --sync: newline JSON on stdin/stdout over the ssh --sync runs.
+    #[arg(long, hide = true)]
+    sync_serve: bool,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -101,6 +117,12 @@ pub fn run(args: AgentArgs) -> CliResult {
             .unwrap_or_else(|| paths().data_dir.join("sessions")),
     );
     let json = args.json;
+    if args.sync_serve {
+        return crate::agent_sync::serve(&store);
+    }
+    if let Some(machine) = &args.sync {
+        return crate::agent_sync::sync(&store, machine, &args.sync_sessions, args.dry_run, json);
+    }
     if args.list_sessions {
         return list(&store, args.include_archived, json);
     }
@@ -407,6 +429,20 @@ fn info(store: &Store, id: &str, json: bool) -> CliResult {
             .map(|s| format!(" at #{s}"))
             .unwrap_or_default();
         lines.insert(2, ("forked from", format!("{parent}{at}")));
+    }
+    if let Some(synced) = &info.synced_from {
+        lines.insert(
+            3,
+            (
+                "synced from",
+                format!(
+                    "{} at {}: {}",
+                    plain_text(&synced.machine, 40),
+                    rfc3339(synced.at_ms),
+                    plain_text(&synced.note, 400)
+                ),
+            ),
+        );
     }
     if !info.tool_counts.is_empty() {
         let calls: Vec<String> = info

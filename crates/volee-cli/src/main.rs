@@ -2,6 +2,7 @@
 
 mod agent_cmd;
 mod agent_loop;
+mod agent_sync;
 mod ask;
 mod attach;
 mod browse;
