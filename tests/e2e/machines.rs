@@ -203,3 +203,55 @@ fn new_agent_names_may_not_contain_a_colon() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("MACHINE:ID"), "{}", stderr(&out));
 }
+
+#[test]
+fn install_copies_this_volee_to_a_machine_without_one_after_asking() {
+    let Some((_guard, mut env)) = crate::setup_without_server() else {
+        return;
+    };
+    if !require_sshd("the remote machine tests") {
+        return;
+    }
+    let server = SshServer::start(RemotePath::LocalBinFirst);
+    with_ssh(&mut env, &server);
+    server.trust_host_key();
+    let port = server.port.to_string();
+    // No volee there: kept, with the install command in the hint.
+    let out = env.run(["machine", "add", "bare", &server.dest(), "--port", &port]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("volee machine install bare"),
+        "{}",
+        stderr(&out)
+    );
+    // Without a terminal to ask on and without --yes: nothing is copied.
+    let asked = env.run(["machine", "install", "bare"]);
+    assert_eq!(asked.status.code(), Some(2), "{}", stderr(&asked));
+    assert!(stderr(&asked).contains("--yes"), "{}", stderr(&asked));
+    let copy = server.remote_home().join(".local/bin/volee");
+    assert!(!copy.exists());
+    // With --yes: copied, checked, and the machine answers at this protocol.
+    let done = env.ok(["machine", "install", "bare", "--yes"]);
+    assert!(
+        done.contains(&format!(
+            "installed volee {} on bare",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{done}"
+    );
+    assert!(!done.contains("note:"), "{done}");
+    let meta = std::fs::metadata(&copy).unwrap();
+    assert_eq!(meta.len(), std::fs::metadata(&env.bin).unwrap().len());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o755);
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(meta.uid(), server.user.uid, "the copy is the remote user's");
+    volee_test_support::wait_until(
+        "the machine connected after install",
+        std::time::Duration::from_secs(15),
+        || {
+            let m = ls_json(&env);
+            (m.len() == 1 && m[0]["status"] == "ok").then_some(())
+        },
+        || format!("{:?}\n{}", ls_json(&env), server.log()),
+    );
+}

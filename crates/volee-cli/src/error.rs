@@ -721,10 +721,39 @@ fn install_hints(m: &volee_daemon::machines::Machine) -> Vec<String> {
             m.dest
         ),
         format!(
-            "then check it: volee machine ls (`volee machine install {}` is to come)",
+            "or copy this one there: volee machine install {}; then check it: volee machine ls",
             m.name
         ),
     ]
+}
+
+/// `machine install`: a step over ssh failed (exit 3).
+pub fn install_step_failed(machine: &str, step: &str, status: &str, said: &str) -> CliError {
+    let said = if said.is_empty() {
+        String::new()
+    } else {
+        format!(": {said}")
+    };
+    CliError::env(format!("on {machine}: `{step}` failed ({status}){said}"))
+        .hint("check the machine: volee machine ls")
+}
+
+/// `machine install` to a machine this binary cannot run on (exit 3).
+pub fn install_other_system(machine: &str, remote: &str, local: &str) -> CliError {
+    CliError::env(format!(
+        "{machine} is {remote}; this volee is built for {local}, so it cannot run there"
+    ))
+    .hint(format!(
+        "build volee on {machine} (cargo install --locked --path crates/volee-cli in volee's source), or build it here for that target and copy it"
+    ))
+}
+
+/// `machine install` without a terminal to ask on and without `--yes` (exit 2).
+pub fn install_needs_yes(machine: &str) -> CliError {
+    CliError::user(
+        "volee machine install asks before it copies, and there is no terminal to ask on",
+    )
+    .hint(format!("volee machine install {machine} --yes"))
 }
 
 /// `add` found a machine it cannot use (yet); `saved`: it is kept anyway (ssh works, volee is

@@ -69,6 +69,22 @@ ssh runs with BatchMode=yes and StrictHostKeyChecking=yes, your ~/.ssh/config an
         /// The machine's name.
         name: String,
     },
+    /// Copy this volee binary to a saved machine as ~/.local/bin/volee, after checking it runs
+    /// the same OS and architecture, and after asking.
+    #[command(after_help = "Examples:
+  volee machine install box
+  volee machine install box --yes            no question (scripts)
+
+Over the daemon's kept connection when there is one, else one ssh of its own (a machine
+without volee has no kept connection). The copy's size and `--version` are checked before it
+is put in place; then the daemon connects to the machine at once.")]
+    Install {
+        /// The machine's name.
+        name: String,
+        /// Copy without asking.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
 }
 
 pub fn run(args: MachineArgs) -> CliResult {
@@ -81,6 +97,7 @@ pub fn run(args: MachineArgs) -> CliResult {
         } => add(&name, &dest, port, identity.as_deref()),
         MachineAction::Ls { json } => ls(json),
         MachineAction::Rm { name } => rm(&name),
+        MachineAction::Install { name, yes } => install(&name, yes),
     }
 }
 
@@ -450,6 +467,17 @@ fn rm(name: &str) -> CliResult {
     machines::save(&path, &file)?;
     tell_daemon();
     output::out(&format!("removed {} ({})", gone.name, gone.dest));
+    Ok(())
+}
+
+fn install(name: &str, yes: bool) -> CliResult {
+    let (_, file) = load()?;
+    let Some(machine) = file.get(name) else {
+        return Err(error::unknown_machine(name, &file));
+    };
+    let paths = Paths::from_process_env();
+    crate::machine_install::install(machine, &paths.ssh_control(name), yes)?;
+    tell_daemon();
     Ok(())
 }
 

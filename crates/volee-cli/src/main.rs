@@ -15,6 +15,7 @@ mod instrument;
 mod launch;
 mod launch_plan;
 mod machine_cmd;
+mod machine_install;
 mod manual;
 mod mcp;
 mod on_machine;

@@ -74,6 +74,9 @@ pub enum RemotePath<'a> {
     WithVolee(&'a Path),
     /// Only `/usr/bin:/bin`: no volee there.
     WithoutVolee,
+    /// `~/.local/bin` first, then `/usr/bin:/bin`, with no volee yet (`machine install` puts
+    /// one there).
+    LocalBinFirst,
 }
 
 fn run(cmd: &mut Command) {
@@ -144,6 +147,7 @@ impl SshServer {
                 format!("{}:/usr/bin:/bin", bin.display())
             }
             RemotePath::WithoutVolee => "/usr/bin:/bin".to_string(),
+            RemotePath::LocalBinFirst => format!("{}/.local/bin:/usr/bin:/bin", home.display()),
         };
 
         let port = free_port();
