@@ -101,8 +101,9 @@ pub struct AgentArgs {
     /// With --sync: list what would move (push, pull, fork, skip and why), change nothing.
     #[arg(long, requires = "sync")]
     dry_run: bool,
-    /// The machine's side of --sync: newline JSON on stdin/stdout over the ssh --sync runs.
-    #[arg(long, hide = true)]
+    /// The machine's side of --sync, which --sync runs there over ssh (newline JSON on
+    /// stdin/stdout, the default store); not for use by hand.
+    #[arg(long)]
     sync_serve: bool,
     /// Machine-readable output.
     #[arg(long)]

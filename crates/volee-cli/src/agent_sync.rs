@@ -146,7 +146,7 @@ fn read_line_bounded(reader: &mut impl BufRead, max: usize) -> std::io::Result<O
 // ---------------------------------------------------------------------------------------------
 // The machine's side: `volee agent --sync-serve`.
 
-/// `volee agent --sync-serve` (hidden): answer sync requests on stdin/stdout from `store` until
+/// `volee agent --sync-serve` (not for use by hand): answer sync requests on stdin/stdout from `store` until
 /// stdin ends. Run on a machine by `--sync` over ssh.
 pub fn serve(store: &Store) -> CliResult {
     let mut input = BufReader::with_capacity(1 << 16, std::io::stdin().lock());
