@@ -355,7 +355,7 @@ impl Remote {
                 "the volee on machine {name} does not know `agent --sync-serve` (it is older than this one)"
             ))
             .with_hint(format!(
-                "put this volee ({}) on {name}, then again",
+                "put this volee ({}) there: volee machine install {name}; then again",
                 env!("CARGO_PKG_VERSION")
             ))
         } else {
@@ -382,7 +382,7 @@ impl Remote {
                 ProbeOutcome::NoVolee { .. } => CliError::env(format!(
                     "there is no volee on the PATH of machine {name}"
                 ))
-                .with_hint("check with: volee machine ls"),
+                .with_hint(format!("put this volee there: volee machine install {name}")),
                 ProbeOutcome::Unreachable { .. } => {
                     CliError::env(format!("ssh could not connect to machine {name}"))
                         .with_hint("check with: volee machine ls")
