@@ -8,16 +8,24 @@ use std::os::unix::fs::PermissionsExt;
 use volee_test_support::sshd::{require_sshd, RemotePath, SshServer};
 use volee_test_support::TestEnv;
 
-fn stderr(out: &std::process::Output) -> String {
+pub(crate) fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// The environment's volee pointed at the server's private ssh config.
-fn with_ssh(env: &mut TestEnv, server: &SshServer) {
+pub(crate) fn with_ssh(env: &mut TestEnv, server: &SshServer) {
     env.extra_env.push((
         "VOLEE_SSH_CONFIG".into(),
         server.ssh_config.to_string_lossy().into_owned(),
     ));
+}
+
+/// A local volee with machine `box` added (host key trusted first, the way a user would).
+pub(crate) fn with_box(env: &mut TestEnv, server: &SshServer) {
+    with_ssh(env, server);
+    server.trust_host_key();
+    let port = server.port.to_string();
+    env.ok(["machine", "add", "box", &server.dest(), "--port", &port]);
 }
 
 fn machines_file(env: &TestEnv) -> std::path::PathBuf {

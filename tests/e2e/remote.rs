@@ -3,27 +3,13 @@
 //! own volee daemon and tmux server run the remote agents. Needs root; without it the tests are
 //! skipped by hand and fail under CI.
 
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use volee_test_support::sshd::{require_sshd, RemotePath, SshServer};
 use volee_test_support::{wait_until, TestEnv};
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// A local volee with machine `box` added (host key trusted first, the way a user would).
-fn with_box(env: &mut TestEnv, server: &SshServer) {
-    env.extra_env.push((
-        "VOLEE_SSH_CONFIG".into(),
-        server.ssh_config.to_string_lossy().into_owned(),
-    ));
-    server.trust_host_key();
-    let port = server.port.to_string();
-    env.ok(["machine", "add", "box", &server.dest(), "--port", &port]);
-}
+use crate::machines::{stderr, with_box};
 
 /// Run `volee ARGS` on the remote as its user would (a separate ssh, the test's own).
 fn remote_volee(server: &SshServer, line: &str) -> String {
@@ -243,14 +229,8 @@ fn a_hostile_machine_cannot_crash_or_inject_into_the_local_daemon() {
     )
     .unwrap();
     let mut server = SshServer::start(RemotePath::WithVolee(&fake));
-    env.extra_env.push((
-        "VOLEE_SSH_CONFIG".into(),
-        server.ssh_config.to_string_lossy().into_owned(),
-    ));
-    server.trust_host_key();
-    let port = server.port.to_string();
     // `add` sees volee 9.9.9 at our protocol and keeps it.
-    env.ok(["machine", "add", "box", &server.dest(), "--port", &port]);
+    with_box(&mut env, &server);
 
     let agent = wait_remote(
         &env,

@@ -13,23 +13,10 @@ use serde_json::Value;
 use volee_test_support::sshd::{require_sshd, RemotePath, SshServer};
 use volee_test_support::{wait_until, TestEnv};
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use crate::machines::{stderr, with_box};
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A local volee with machine `box` added (host key trusted first, the way a user would).
-fn with_box(env: &mut TestEnv, server: &SshServer) {
-    env.extra_env.push((
-        "VOLEE_SSH_CONFIG".into(),
-        server.ssh_config.to_string_lossy().into_owned(),
-    ));
-    server.trust_host_key();
-    let port = server.port.to_string();
-    env.ok(["machine", "add", "box", &server.dest(), "--port", &port]);
 }
 
 fn json(text: &str) -> Value {

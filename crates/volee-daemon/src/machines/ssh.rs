@@ -74,60 +74,67 @@ impl SshOptions {
         args
     }
 
-    /// The argv after `ssh` for a non-interactive command on the machine: no prompt of any kind
-    /// (`BatchMode`), an unknown or changed host key refused whatever the user's config says
-    /// (`StrictHostKeyChecking=yes`: volee never accepts a key), no terminal, stdin closed.
+    /// The argv after `ssh`: the machine's `-F`/`-p`/`-i`, `-o` for each option (every ssh volee
+    /// runs has `BatchMode=yes` and `StrictHostKeyChecking=yes`: no prompt can hang it, and
+    /// volee never accepts a host key whatever the user's config says), `-S control`, the
+    /// flags, the destination and the remote command.
+    fn argv(
+        &self,
+        machine: &Machine,
+        options: &[String],
+        control: Option<&Path>,
+        flags: &[&str],
+        remote_command: &str,
+    ) -> Vec<OsString> {
+        let mut args: Vec<OsString> = self.machine_args(machine);
+        for option in ["BatchMode=yes", "StrictHostKeyChecking=yes"]
+            .into_iter()
+            .map(String::from)
+            .chain(options.iter().cloned())
+        {
+            args.push("-o".into());
+            args.push(option.into());
+        }
+        if let Some(control) = control {
+            args.push("-S".into());
+            args.push(control.into());
+        }
+        args.extend(flags.iter().map(OsString::from));
+        args.push(machine.dest.clone().into());
+        args.push(remote_command.into());
+        args
+    }
+
+    /// The argv after `ssh` for a non-interactive command on the machine: no terminal, stdin
+    /// closed.
     pub fn batch_args(
         &self,
         machine: &Machine,
         connect_timeout: Duration,
         remote_command: &str,
     ) -> Vec<OsString> {
-        let mut args: Vec<OsString> = self.machine_args(machine);
-        for option in [
-            "BatchMode=yes".to_string(),
-            "StrictHostKeyChecking=yes".to_string(),
-            format!("ConnectTimeout={}", connect_timeout.as_secs().max(1)),
-        ] {
-            args.push("-o".into());
-            args.push(option.into());
-        }
-        args.push("-T".into());
-        args.push("-n".into());
-        args.push(machine.dest.clone().into());
-        args.push(remote_command.into());
-        args
+        let timeout = format!("ConnectTimeout={}", connect_timeout.as_secs().max(1));
+        self.argv(machine, &[timeout], None, &["-T", "-n"], remote_command)
     }
 
     /// The argv after `ssh` of the daemon's kept connection to the machine: the ControlMaster at
     /// `control` (ssh's own multiplexing: `attach` and the rest run over it), keep-alives set by
     /// volee (a dead link is found in at most `SERVER_ALIVE_SECS * SERVER_ALIVE_COUNT`), no
-    /// prompt, no host key accepted, no terminal; stdin carries requests.
+    /// terminal; stdin carries requests.
     pub fn master_args(
         &self,
         machine: &Machine,
         control: &Path,
         remote_command: &str,
     ) -> Vec<OsString> {
-        let mut args: Vec<OsString> = self.machine_args(machine);
-        for option in [
-            "BatchMode=yes".to_string(),
-            "StrictHostKeyChecking=yes".to_string(),
+        let options = [
             "ConnectTimeout=10".to_string(),
             format!("ServerAliveInterval={SERVER_ALIVE_SECS}"),
             format!("ServerAliveCountMax={SERVER_ALIVE_COUNT}"),
             "ControlMaster=yes".to_string(),
             "ControlPersist=no".to_string(),
-        ] {
-            args.push("-o".into());
-            args.push(option.into());
-        }
-        args.push("-S".into());
-        args.push(control.into());
-        args.push("-T".into());
-        args.push(machine.dest.clone().into());
-        args.push(remote_command.into());
-        args
+        ];
+        self.argv(machine, &options, Some(control), &["-T"], remote_command)
     }
 
     /// The argv after `ssh` of a session over the kept connection at `control` (never a second
@@ -140,27 +147,15 @@ impl SshOptions {
         tty: bool,
         remote_command: &str,
     ) -> Vec<OsString> {
-        let mut args: Vec<OsString> = self.machine_args(machine);
-        for option in [
-            "BatchMode=yes",
-            "StrictHostKeyChecking=yes",
-            "ControlMaster=no",
-        ] {
-            args.push("-o".into());
-            args.push(option.into());
-        }
-        args.push("-S".into());
-        args.push(control.into());
-        args.push(if tty { "-t" } else { "-T" }.into());
-        args.push(machine.dest.clone().into());
-        args.push(remote_command.into());
-        args
+        let flag = if tty { "-t" } else { "-T" };
+        let options = ["ControlMaster=no".to_string()];
+        self.argv(machine, &options, Some(control), &[flag], remote_command)
     }
 
     /// The argv after `ssh` of one command on the machine whose stdin is given (`machine
     /// install` sends a file on it): over the kept connection at `control` when its master
     /// listens there, else one connection of its own (a machine without volee has no kept
-    /// connection: its `volee serve` cannot start). No prompt, no host key accepted, no terminal.
+    /// connection: its `volee serve` cannot start). No terminal.
     pub fn command_args(
         &self,
         machine: &Machine,
@@ -170,19 +165,8 @@ impl SshOptions {
         if std::os::unix::net::UnixStream::connect(control).is_ok() {
             return self.over_master_args(machine, control, false, remote_command);
         }
-        let mut args: Vec<OsString> = self.machine_args(machine);
-        for option in [
-            "BatchMode=yes",
-            "StrictHostKeyChecking=yes",
-            "ConnectTimeout=10",
-        ] {
-            args.push("-o".into());
-            args.push(option.into());
-        }
-        args.push("-T".into());
-        args.push(machine.dest.clone().into());
-        args.push(remote_command.into());
-        args
+        let options = ["ConnectTimeout=10".to_string()];
+        self.argv(machine, &options, None, &["-T"], remote_command)
     }
 
     /// The command a user runs to see the host key's fingerprint and accept it (ssh asks), one
