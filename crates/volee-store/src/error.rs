@@ -55,6 +55,24 @@ pub enum StoreError {
     /// (damaged in transit, or not what volee writes); nothing was written.
     #[error("the copy of session {id} that came is refused: {reason}")]
     BadBundle { id: String, reason: String },
+    /// `volee agent --import`: the file is not an export this volee can take (its JSON, its
+    /// shape or the store's invariants); the first problems, each at its JSON path. Nothing
+    /// was written.
+    #[error("refusing to import {}:{}", file.display(), problems_text(problems))]
+    ImportRefused {
+        file: PathBuf,
+        problems: Vec<crate::import::ImportProblem>,
+    },
+    /// `volee agent --import`: an export of a newer volee; nothing was written.
+    #[error("refusing to import {}: it was exported by a newer volee (export schema version {found}; this volee imports up to {supported})", file.display())]
+    ImportNewerSchema {
+        file: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    /// `volee agent --import --keep-id`: a session with the export's id exists here.
+    #[error("session {id} exists here already, so --keep-id cannot keep its id")]
+    IdTaken { id: String },
     #[error("refusing {}: {reason}", path.display())]
     Unsafe { path: PathBuf, reason: String },
     #[error("could not {action} {}", path.display())]
@@ -77,6 +95,13 @@ fn holder_text(pid: Option<u32>) -> String {
         Some(pid) => format!("held by pid {pid}"),
         None => "holder's pid unknown".to_string(),
     }
+}
+
+fn problems_text(problems: &[crate::import::ImportProblem]) -> String {
+    problems
+        .iter()
+        .map(|p| format!("\n  at {}: {}", p.path, p.reason))
+        .collect()
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -18,10 +18,16 @@
 //! ([`digest_of`]): [`Store::sync_manifest`], [`Store::export_bundle`],
 //! [`Store::import_bundle`] (checked, then swapped in compare-and-swap under the writer lock) and
 //! [`Store::fork_from_bundle`] (a session changed on both sides arrives as a fork).
+//!
+//! `volee agent --import FILE` makes an export document a session: [`Store::import`] checks its
+//! shape against the typed model ([`parse_export`]; the JSON Schema [`export_schema`] is
+//! generated from the same types) and the store's invariants ([`check_export`]), then writes it
+//! whole beside the store and renames it into place, with an [`ImportNote`].
 
 mod error;
 mod files;
 mod ids;
+mod import;
 mod jsonl;
 mod lock;
 mod model;
@@ -33,11 +39,15 @@ mod sync;
 
 pub use error::{Result, StoreError};
 pub use ids::check_id;
+pub use import::{
+    check_export, export_schema, export_schema_text, parse_export, ImportOptions, ImportProblem,
+    Imported, ParseFailure, MAX_IMPORT_BYTES, MAX_PROBLEMS,
+};
 pub use jsonl::JsonlRead;
 pub use model::{
-    CompactionRecord, ExportDocument, Message, PendingToolCall, Role, SessionMeta, SessionState,
-    SyncNote, Todo, ToolCall, ToolFunction, TranscriptItem, TranscriptLine, Usage, OUTCOME_UNKNOWN,
-    SCHEMA_VERSION,
+    CompactionRecord, ExportDocument, ImportNote, Message, PendingToolCall, Role, SessionMeta,
+    SessionState, SyncNote, Todo, ToolCall, ToolFunction, TranscriptItem, TranscriptLine, Usage,
+    OUTCOME_UNKNOWN, SCHEMA_VERSION,
 };
 pub use redact::{redact, redact_value, REDACTED};
 pub use search::{SearchHit, SearchStats, Snippet};

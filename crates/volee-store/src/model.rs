@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Version of `session.json`, `meta.json`, transcript lines and the export document.
@@ -19,7 +20,7 @@ pub const OUTCOME_UNKNOWN: &str = "outcome unknown — the session was interrupt
 call ran and its result was never recorded; it was not re-run. Check the filesystem before retrying.";
 
 /// Who wrote a message (Ollama `/api/chat` roles).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     System,
@@ -29,7 +30,7 @@ pub enum Role {
 }
 
 /// One message of the model context, shaped like Ollama's `api.Message` so it is sent as is.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Message {
     pub role: Role,
     #[serde(default)]
@@ -77,14 +78,14 @@ impl Message {
 }
 
 /// A tool call as Ollama streams it (arguments already a JSON object).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolCall {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     pub function: ToolFunction,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolFunction {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<u32>,
@@ -94,7 +95,7 @@ pub struct ToolFunction {
 }
 
 /// One item of the agent's todo list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Todo {
     pub text: String,
     #[serde(default)]
@@ -102,7 +103,7 @@ pub struct Todo {
 }
 
 /// Token usage summed over the session (Ollama's `prompt_eval_count` / `eval_count`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Usage {
     #[serde(default)]
     pub prompt_tokens: u64,
@@ -115,7 +116,7 @@ pub struct Usage {
 /// A tool call that was started and whose result is not recorded yet. Recorded (and checkpointed)
 /// before the tool runs, so a crash leaves it here and resume answers it with
 /// [`OUTCOME_UNKNOWN`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PendingToolCall {
     pub call: ToolCall,
     pub started_at_ms: u64,
@@ -123,7 +124,7 @@ pub struct PendingToolCall {
 
 /// `session.json`: everything needed to resume a session (the model context and the agent's
 /// state). Replaced atomically at each checkpoint.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionState {
     pub schema_version: u32,
     pub id: String,
@@ -170,11 +171,15 @@ pub struct SessionState {
     /// where it came from and why it is a fork. Absent otherwise; an older volee ignores it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub synced_from: Option<SyncNote>,
+    /// Set on a session made by `volee agent --import FILE`: the file, its export time and the
+    /// session's id there. Absent otherwise; an older volee ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported_from: Option<ImportNote>,
 }
 
 /// Why a session is a fork made by `volee agent --sync`: the other machine's version of a
 /// session changed on both sides since the last sync (neither overwrites the other).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SyncNote {
     /// The machine (`volee machine add` name) the version came from.
     pub machine: String,
@@ -184,6 +189,20 @@ pub struct SyncNote {
     #[serde(default)]
     pub note: String,
     /// When the fork was made (ms since the epoch).
+    #[serde(default)]
+    pub at_ms: u64,
+}
+
+/// Where an imported session came from (`volee agent --import FILE`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ImportNote {
+    /// The export file as given (made absolute).
+    pub file: PathBuf,
+    /// The export's `exported_at_ms`.
+    pub exported_at_ms: u64,
+    /// The session's id in the export (the same as this one's with `--keep-id`).
+    pub original_id: String,
+    /// When it was imported (ms since the epoch).
     #[serde(default)]
     pub at_ms: u64,
 }
@@ -245,7 +264,7 @@ pub struct SessionMeta {
 }
 
 /// One line of `transcript.jsonl`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TranscriptLine {
     /// 1, 2, 3, … without gaps.
     pub seq: u64,
@@ -254,7 +273,7 @@ pub struct TranscriptLine {
 }
 
 /// What a transcript line records.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TranscriptItem {
     /// A message added to the context (secrets redacted).
@@ -277,7 +296,7 @@ pub enum TranscriptItem {
 }
 
 /// A compaction: a line of `compactions.jsonl`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CompactionRecord {
     pub summary: String,
     /// How many context messages the summary replaced.
@@ -295,8 +314,10 @@ pub struct CompactionRecord {
     pub at_ms: u64,
 }
 
-/// `volee agent --export ID`: one JSON document (schema in docs/store.md), secrets redacted.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `volee agent --export ID`: one JSON document, secrets redacted (described in docs/store.md;
+/// its JSON Schema, generated from these types, is docs/session-export.schema.json). What
+/// `volee agent --import FILE` reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ExportDocument {
     pub schema_version: u32,
     pub exported_at_ms: u64,

@@ -337,6 +337,7 @@ impl Store {
                 last_seq: 0,
                 transcript_bytes: 0,
                 synced_from: None,
+                imported_from: None,
             };
             let tmp = self.root.join(format!(".new-{id}-{}", std::process::id()));
             ensure_private_dir(&tmp)?;

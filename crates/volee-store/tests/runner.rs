@@ -14,6 +14,8 @@ mod child;
 mod concurrency;
 #[path = "runner/crash.rs"]
 mod crash;
+#[path = "runner/import.rs"]
+mod import;
 #[path = "runner/properties.rs"]
 mod properties;
 
