@@ -44,7 +44,7 @@
 //! `Content-Length` (an SSE body is written whole, which the clients read as a stream). One thread
 //! accepts, one thread per connection; dropping the server stops them all within ~100 ms.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -52,6 +52,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value};
+
+use crate::http1::{Reader, Request};
 
 /// One scripted answer to a main request.
 #[derive(Debug, Clone)]
@@ -503,169 +505,11 @@ fn messages(body: &Value) -> &[Value] {
         .unwrap_or(&[])
 }
 
-/// A connection's bytes, read with a short timeout so a stop is noticed.
-struct Reader<'a> {
-    stream: &'a TcpStream,
-    buf: Vec<u8>,
-    stop: &'a AtomicBool,
-}
-
-impl Reader<'_> {
-    /// Read more; Ok(false) at end of stream.
-    fn fill(&mut self) -> io::Result<bool> {
-        let mut chunk = [0u8; 16 * 1024];
-        loop {
-            if self.stop.load(Ordering::SeqCst) {
-                return Err(io::Error::other("server stopped"));
-            }
-            let mut stream: &TcpStream = self.stream;
-            match stream.read(&mut chunk) {
-                Ok(0) => return Ok(false),
-                Ok(n) => {
-                    self.buf.extend_from_slice(&chunk[..n]);
-                    return Ok(true);
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Bytes up to and including `pat`; None at a clean end of stream before any byte.
-    fn until(&mut self, pat: &[u8], max: usize) -> io::Result<Option<Vec<u8>>> {
-        loop {
-            if let Some(at) = self.buf.windows(pat.len()).position(|w| w == pat) {
-                let rest = self.buf.split_off(at + pat.len());
-                return Ok(Some(std::mem::replace(&mut self.buf, rest)));
-            }
-            if self.buf.len() > max {
-                return Err(io::Error::other("request head too large"));
-            }
-            if !self.fill()? {
-                return if self.buf.is_empty() {
-                    Ok(None)
-                } else {
-                    Err(io::Error::other("connection closed mid-request"))
-                };
-            }
-        }
-    }
-
-    fn exact(&mut self, n: usize) -> io::Result<Vec<u8>> {
-        while self.buf.len() < n {
-            if !self.fill()? {
-                return Err(io::Error::other("connection closed mid-body"));
-            }
-        }
-        let rest = self.buf.split_off(n);
-        Ok(std::mem::replace(&mut self.buf, rest))
-    }
-
-    fn chunked(&mut self) -> io::Result<Vec<u8>> {
-        let mut body = Vec::new();
-        loop {
-            let line = self
-                .until(b"\r\n", MAX_HEAD)?
-                .ok_or_else(|| io::Error::other("connection closed in a chunk"))?;
-            let text = String::from_utf8_lossy(&line);
-            let size_text = text.trim().split(';').next().unwrap_or("").trim();
-            let size = usize::from_str_radix(size_text, 16)
-                .map_err(|_| io::Error::other(format!("bad chunk size {size_text:?}")))?;
-            if size == 0 {
-                // Trailers, then the empty line.
-                loop {
-                    let l = self
-                        .until(b"\r\n", MAX_HEAD)?
-                        .ok_or_else(|| io::Error::other("connection closed in trailers"))?;
-                    if l == b"\r\n" {
-                        return Ok(body);
-                    }
-                }
-            }
-            if body.len() + size > MAX_BODY {
-                return Err(io::Error::other("request body too large"));
-            }
-            body.extend(self.exact(size)?);
-            self.exact(2)?;
-        }
-    }
-}
-
-struct Request {
-    method: String,
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Request {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-fn read_request(r: &mut Reader, stream: &TcpStream) -> io::Result<Option<Request>> {
-    let Some(head) = r.until(b"\r\n\r\n", MAX_HEAD)? else {
-        return Ok(None);
-    };
-    let head = String::from_utf8_lossy(&head).into_owned();
-    let mut lines = head.split("\r\n");
-    let request_line = lines.next().unwrap_or("");
-    let mut parts = request_line.split(' ');
-    let method = parts.next().unwrap_or("").to_string();
-    let path = parts.next().unwrap_or("/").to_string();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let mut req = Request {
-        method,
-        path,
-        headers,
-        body: Vec::new(),
-    };
-    if req
-        .header("expect")
-        .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
-    {
-        let mut s: &TcpStream = stream;
-        s.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
-    }
-    if req
-        .header("transfer-encoding")
-        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"))
-    {
-        req.body = r.chunked()?;
-    } else if let Some(len) = req.header("content-length") {
-        let len: usize = len
-            .parse()
-            .map_err(|_| io::Error::other("bad content-length"))?;
-        if len > MAX_BODY {
-            return Err(io::Error::other("request body too large"));
-        }
-        req.body = r.exact(len)?;
-    }
-    Ok(Some(req))
-}
-
 fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
     stream.set_read_timeout(Some(POLL))?;
     stream.set_nodelay(true)?;
-    let mut reader = Reader {
-        stream: &stream,
-        buf: Vec::new(),
-        stop: &shared.stop,
-    };
-    while let Some(req) = read_request(&mut reader, &stream)? {
+    let mut reader = Reader::new(&stream, &shared.stop, MAX_HEAD, MAX_BODY);
+    while let Some(req) = reader.request()? {
         let received = Instant::now();
         let seq = shared.seq.fetch_add(1, Ordering::SeqCst);
         let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
@@ -1263,7 +1107,7 @@ fn sample(schema: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::BufRead;
+    use std::io::{BufRead, Read};
 
     fn post(addr: SocketAddr, path: &str, body: &Value) -> (String, String) {
         let mut s = TcpStream::connect(addr).unwrap();

@@ -11,7 +11,7 @@
 //! one thread per connection; dropping the server stops them all within ~100 ms.
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,6 +19,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+
+use crate::http1::Reader;
 
 /// One request the server got.
 #[derive(Debug, Clone)]
@@ -161,71 +163,6 @@ impl Drop for NtfyServer {
     }
 }
 
-/// A connection's bytes, read with a short timeout so a stop is noticed.
-struct Reader<'a> {
-    stream: &'a TcpStream,
-    buf: Vec<u8>,
-    stop: &'a AtomicBool,
-}
-
-impl Reader<'_> {
-    /// Read more; Ok(false) at end of stream.
-    fn fill(&mut self) -> io::Result<bool> {
-        let mut chunk = [0u8; 16 * 1024];
-        loop {
-            if self.stop.load(Ordering::SeqCst) {
-                return Err(io::Error::other("server stopped"));
-            }
-            let mut stream: &TcpStream = self.stream;
-            match stream.read(&mut chunk) {
-                Ok(0) => return Ok(false),
-                Ok(n) => {
-                    self.buf.extend_from_slice(&chunk[..n]);
-                    return Ok(true);
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// The request head (through the empty line); None at a clean end of stream.
-    fn head(&mut self) -> io::Result<Option<Vec<u8>>> {
-        loop {
-            if let Some(at) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                let rest = self.buf.split_off(at + 4);
-                return Ok(Some(std::mem::replace(&mut self.buf, rest)));
-            }
-            if self.buf.len() > MAX_HEAD {
-                return Err(io::Error::other("request head too large"));
-            }
-            if !self.fill()? {
-                return if self.buf.is_empty() {
-                    Ok(None)
-                } else {
-                    Err(io::Error::other("connection closed mid-request"))
-                };
-            }
-        }
-    }
-
-    fn exact(&mut self, n: usize) -> io::Result<Vec<u8>> {
-        while self.buf.len() < n {
-            if !self.fill()? {
-                return Err(io::Error::other("connection closed mid-body"));
-            }
-        }
-        let rest = self.buf.split_off(n);
-        Ok(std::mem::replace(&mut self.buf, rest))
-    }
-}
-
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
@@ -244,39 +181,12 @@ fn reason(status: u16) -> &'static str {
 fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
     stream.set_read_timeout(Some(POLL))?;
     stream.set_nodelay(true)?;
-    let mut reader = Reader {
-        stream: &stream,
-        buf: Vec::new(),
-        stop: &shared.stop,
-    };
-    while let Some(head) = reader.head()? {
-        let head = String::from_utf8_lossy(&head).into_owned();
-        let mut lines = head.split("\r\n");
-        let mut request_line = lines.next().unwrap_or("").split(' ');
-        let method = request_line.next().unwrap_or("").to_string();
-        let path = request_line.next().unwrap_or("/").to_string();
-        let headers: Vec<(String, String)> = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-            .collect();
-        let header = |name: &str| {
-            headers
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.as_str())
-        };
-        let len: usize = header("content-length")
-            .map(|l| {
-                l.parse()
-                    .map_err(|_| io::Error::other("bad content-length"))
-            })
-            .transpose()?
-            .unwrap_or(0);
-        if len > MAX_BODY {
-            return Err(io::Error::other("request body too large"));
-        }
+    let mut reader = Reader::new(&stream, &shared.stop, MAX_HEAD, MAX_BODY);
+    while let Some(req) = reader.request()? {
+        let (method, path, headers) = (&req.method, &req.path, &req.headers);
+        let header = |name: &str| req.header(name);
         let close = header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
-        let body = String::from_utf8_lossy(&reader.exact(len)?).into_owned();
+        let body = String::from_utf8_lossy(&req.body).into_owned();
         let topic = path
             .trim_start_matches('/')
             .split('?')
@@ -321,8 +231,8 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(Published {
-                method,
-                path,
+                method: method.clone(),
+                path: path.clone(),
                 headers: headers.clone(),
                 body,
                 status,

@@ -22,7 +22,7 @@
 //! One thread accepts, one thread per connection (HTTP/1.1 keep-alive, `Content-Length` request
 //! bodies); dropping the server stops them all within ~100 ms.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,6 +30,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+
+use crate::http1::Reader;
 
 /// One scripted answer to an `/api/chat` request.
 #[derive(Debug, Clone)]
@@ -474,101 +476,6 @@ impl Drop for OllamaServer {
     }
 }
 
-struct Request {
-    method: String,
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Request {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// Read one request; None at a clean end of stream.
-fn read_request(
-    stream: &TcpStream,
-    buf: &mut Vec<u8>,
-    stop: &AtomicBool,
-) -> io::Result<Option<Request>> {
-    let fill = |buf: &mut Vec<u8>| -> io::Result<bool> {
-        let mut chunk = [0u8; 16 * 1024];
-        loop {
-            if stop.load(Ordering::SeqCst) {
-                return Err(io::Error::other("server stopped"));
-            }
-            let mut s: &TcpStream = stream;
-            match s.read(&mut chunk) {
-                Ok(0) => return Ok(false),
-                Ok(n) => {
-                    buf.extend_from_slice(&chunk[..n]);
-                    return Ok(true);
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return Err(e),
-            }
-        }
-    };
-    let head_end = loop {
-        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        if buf.len() > MAX_HEAD {
-            return Err(io::Error::other("request head too large"));
-        }
-        if !fill(buf)? {
-            return if buf.is_empty() {
-                Ok(None)
-            } else {
-                Err(io::Error::other("connection closed mid-request"))
-            };
-        }
-    };
-    let rest = buf.split_off(head_end);
-    let head = String::from_utf8_lossy(&std::mem::replace(buf, rest)).into_owned();
-    let mut lines = head.split("\r\n");
-    let mut parts = lines.next().unwrap_or("").split(' ');
-    let method = parts.next().unwrap_or("").to_string();
-    let path = parts.next().unwrap_or("/").to_string();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let mut req = Request {
-        method,
-        path,
-        headers,
-        body: Vec::new(),
-    };
-    if let Some(len) = req.header("content-length") {
-        let len: usize = len
-            .parse()
-            .map_err(|_| io::Error::other("bad content-length"))?;
-        if len > MAX_BODY {
-            return Err(io::Error::other("request body too large"));
-        }
-        while buf.len() < len {
-            if !fill(buf)? {
-                return Err(io::Error::other("connection closed mid-body"));
-            }
-        }
-        let rest = buf.split_off(len);
-        req.body = std::mem::replace(buf, rest);
-    }
-    Ok(Some(req))
-}
-
 /// Sleep `d`, waking early when the server stops; false when it stopped.
 fn nap(shared: &Shared, d: Duration) -> bool {
     let end = Instant::now() + d;
@@ -594,8 +501,8 @@ struct Sent {
 fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
     stream.set_read_timeout(Some(POLL))?;
     stream.set_nodelay(true)?;
-    let mut buf = Vec::new();
-    while let Some(req) = read_request(&stream, &mut buf, &shared.stop)? {
+    let mut reader = Reader::new(&stream, &shared.stop, MAX_HEAD, MAX_BODY);
+    while let Some(req) = reader.request()? {
         let received = Instant::now();
         let seq = shared.seq.fetch_add(1, Ordering::SeqCst);
         let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
