@@ -73,6 +73,28 @@ pub enum StoreError {
     /// `volee agent --import --keep-id`: a session with the export's id exists here.
     #[error("session {id} exists here already, so --keep-id cannot keep its id")]
     IdTaken { id: String },
+    /// A checkpoint name that is not a short word (`[A-Za-z0-9._-]{1,64}`).
+    #[error("invalid checkpoint name {name:?}: {reason}")]
+    InvalidCheckpointName { name: String, reason: &'static str },
+    #[error("session {id} has a checkpoint named {name:?} already")]
+    CheckpointExists { id: String, name: String },
+    #[error("session {id} has no checkpoint {name:?}{}", known_text(known))]
+    UnknownCheckpoint {
+        id: String,
+        name: String,
+        known: Vec<String>,
+    },
+    /// A checkpoint is a turn boundary: no tool call may be waiting for its result.
+    #[error("session {id} is in the middle of a turn ({pending} tool call(s) without a recorded result), so it has no turn boundary to checkpoint")]
+    CheckpointMidTurn { id: String, pending: usize },
+    /// A checkpoint file that volee did not write whole, or that is not this session's; it is
+    /// left as it is and never half-read.
+    #[error("a checkpoint of session {id} is damaged: {} ({reason})", path.display())]
+    CheckpointDamaged {
+        id: String,
+        path: PathBuf,
+        reason: String,
+    },
     #[error("refusing {}: {reason}", path.display())]
     Unsafe { path: PathBuf, reason: String },
     #[error("could not {action} {}", path.display())]
@@ -102,6 +124,14 @@ fn problems_text(problems: &[crate::import::ImportProblem]) -> String {
         .iter()
         .map(|p| format!("\n  at {}: {}", p.path, p.reason))
         .collect()
+}
+
+fn known_text(known: &[String]) -> String {
+    if known.is_empty() {
+        " (it has none)".to_string()
+    } else {
+        format!(" (it has {})", known.join(", "))
+    }
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -24,6 +24,7 @@
 //! generated from the same types) and the store's invariants ([`check_export`]), then writes it
 //! whole beside the store and renames it into place, with an [`ImportNote`].
 
+mod checkpoint;
 mod error;
 mod files;
 mod ids;
@@ -37,6 +38,10 @@ mod search;
 mod store;
 mod sync;
 
+pub use checkpoint::{
+    check_checkpoint_name, ChangedCall, Checkpoint, ListedCheckpoint, RewindRecord,
+    FILE_CHANGING_TOOLS, REWOUND_EVENT,
+};
 pub use error::{Result, StoreError};
 pub use ids::check_id;
 pub use import::{

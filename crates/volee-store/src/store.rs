@@ -442,6 +442,14 @@ impl Store {
     /// source is read without its lock, up to its last checkpoint; tool calls pending there stay
     /// pending in the fork (answered as interrupted when it is resumed).
     pub fn fork(&self, id_or_prefix: &str) -> Result<String> {
+        let fork = self.fork_hidden(id_or_prefix)?;
+        self.reveal(&fork)?;
+        Ok(fork.id)
+    }
+
+    /// [`Store::fork`] made whole in a hidden directory, not yet under its id (a rewind into a
+    /// fork changes it first); [`Store::reveal`] renames it into place.
+    pub(crate) fn fork_hidden(&self, id_or_prefix: &str) -> Result<HiddenFork> {
         let src_id = self.resolve(id_or_prefix)?;
         let src_dir = self.session_dir(&src_id);
         let src = self.load(&src_id)?;
@@ -525,15 +533,35 @@ impl Store {
                     .mode(0o600),
             )
             .map_err(io_err("create", tmp.join("lock")))?;
-            fsync_dir(&tmp)?;
-            let dir = self.session_dir(&id);
-            fs::rename(&tmp, &dir).map_err(io_err("create", &dir))?;
-            fsync_dir(&self.root)
+            fsync_dir(&tmp)
         })();
         if result.is_err() {
             let _ = fs::remove_dir_all(&tmp);
         }
-        result.map(|()| id)
+        result.map(|()| HiddenFork { id, tmp })
+    }
+
+    /// Rename a hidden fork into place under its id (removed if that fails).
+    pub(crate) fn reveal(&self, fork: &HiddenFork) -> Result<()> {
+        let dir = self.session_dir(&fork.id);
+        let result = fs::rename(&fork.tmp, &dir)
+            .map_err(io_err("create", &dir))
+            .and_then(|()| fsync_dir(&self.root));
+        if result.is_err() {
+            let _ = fs::remove_dir_all(&fork.tmp);
+        }
+        result
+    }
+
+    /// The writer of a session made in a hidden directory (a fork not yet revealed): its lock,
+    /// its state; its transcript ends at its checkpoint.
+    pub(crate) fn open_writer_at(&self, id: &str, dir: &Path) -> Result<WriterSession> {
+        let lock = WriterLock::acquire(id, dir)?;
+        let path = dir.join(SESSION_FILE);
+        let bytes = read_regular(&path).map_err(io_err("read", &path))?;
+        let state = parse_state(id, &path, &bytes)?;
+        let (len, next) = (state.transcript_bytes, state.last_seq + 1);
+        WriterSession::from_parts(id.to_string(), dir.to_path_buf(), state, lock, len, next)
     }
 
     /// Set the title (takes the writer lock).
@@ -613,6 +641,13 @@ impl Store {
             dir,
         })
     }
+}
+
+/// A fork written whole in a hidden directory of the store, not yet renamed into place.
+#[derive(Debug)]
+pub(crate) struct HiddenFork {
+    pub(crate) id: String,
+    pub(crate) tmp: PathBuf,
 }
 
 /// `volee agent --info`.
