@@ -17,11 +17,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
+use volee_test_support::bench::percentile;
 
 fn volee(bin: &Path, home: &Path, volee_home: &Path) -> Command {
     let mut cmd = Command::new(bin);

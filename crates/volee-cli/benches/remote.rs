@@ -38,25 +38,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use volee_daemon::{Client, Paths};
 use volee_protocol::{AgentState, Request, Response};
+use volee_test_support::bench::{env_num, percentile, sorted};
 use volee_test_support::sshd::{require_sshd, RemotePath, SshServer};
 use volee_test_support::{require, wait_until, TestEnv};
-
-fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
-}
-
-fn sorted(mut v: Vec<f64>) -> Vec<f64> {
-    v.sort_by(f64::total_cmp);
-    v
-}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0

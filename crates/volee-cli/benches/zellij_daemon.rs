@@ -18,20 +18,9 @@ use std::time::{Duration, Instant};
 
 use volee_daemon::{Client, Paths};
 use volee_protocol::{AgentState, AgentView, Request, Response};
+use volee_test_support::bench::{env_num, percentile};
 use volee_test_support::zellij::{plugin_wasm, start_zellij_with, zellij_binary, KillSession};
 use volee_test_support::{require, wait_until, TestEnv};
-
-fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
-}
 
 /// utime + stime of a process, in clock ticks.
 fn cpu_ticks(pid: i32) -> u64 {

@@ -17,6 +17,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod bench;
 mod http1;
 pub mod model_server;
 pub mod ntfy_server;

@@ -1,0 +1,40 @@
+//! What volee's benchmarks share: a number from the environment, percentiles of sorted samples.
+
+/// `name` from the environment as a number, else `default`.
+pub fn env_num<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The `p` percentile (0.0–1.0, nearest rank) of samples sorted ascending; NaN when empty.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+/// The samples sorted ascending.
+pub fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_ranks() {
+        let v = sorted(vec![5.0, 1.0, 3.0, 2.0, 4.0]);
+        assert_eq!(v, vec![1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(percentile(&v, 0.5), 3.0);
+        assert_eq!(percentile(&v, 0.99), 5.0);
+        assert_eq!(percentile(&v, 0.0), 1.0);
+        assert!(percentile(&[], 0.5).is_nan());
+        assert_eq!(env_num("VOLEE_BENCH_SURELY_UNSET", 7u64), 7);
+    }
+}
