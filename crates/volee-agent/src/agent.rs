@@ -271,6 +271,20 @@ impl<M: Model, S: Shell> Agent<M, S> {
         Ok(self.store.fork(self.writer.id())?)
     }
 
+    /// Record a named checkpoint of this session (`\checkpoint NAME`), at this turn boundary.
+    pub fn save_checkpoint(&mut self, name: &str) -> Result<volee_store::Checkpoint, AgentError> {
+        Ok(self.writer.save_checkpoint(name)?)
+    }
+
+    /// Return the context, scratchpad and todos to checkpoint `name` (`\rewind NAME`); files
+    /// and shell effects are not undone (the record lists the calls that may have changed files).
+    pub fn rewind(&mut self, name: &str) -> Result<volee_store::RewindRecord, AgentError> {
+        let record = self.writer.rewind_to(name)?;
+        // Ollama's last count was of a context that is gone.
+        self.floor = None;
+        Ok(record)
+    }
+
     /// One user turn: model requests and tool batches until the model answers without tools.
     pub async fn turn<U: Ui>(&mut self, text: &str, ui: &mut U) -> Result<TurnOutcome, AgentError> {
         self.report(AgentEvent::TurnStart);

@@ -23,7 +23,7 @@
 //! - State: [`StateReporter`] tells volee's daemon `working` / `needs_you` / `idle` / `failed`
 //!   as hook events of the `volee` harness.
 //! - The pane ([`pane`]): line-oriented, `\help`, `\sessions`, `\info`, `\title`, `\fork`,
-//!   `\compact`, `\exit`.
+//!   `\compact`, `\checkpoint`, `\checkpoints`, `\rewind` ([`rewind`]), `\exit`.
 //!
 //! The model and the sandbox sit behind [`Model`] and [`Shell`]; production uses
 //! `volee_ollama::OllamaClient` and `volee_sandbox::Sandbox`.
@@ -32,6 +32,7 @@ mod agent;
 mod error;
 pub mod pane;
 mod parts;
+pub mod rewind;
 pub mod tools;
 
 pub use agent::{

@@ -19,6 +19,9 @@ commands:
   \\title NAME    set this session's title
   \\fork          copy this session into a new one and print its id (resume it with volee agent --resume ID)
   \\compact       summarize the conversation before the last turn now (the transcript keeps everything)
+  \\checkpoint NAME  record this point of the conversation under NAME
+  \\checkpoints   this session's checkpoints
+  \\rewind NAME   return the conversation to checkpoint NAME (files and shell effects are not undone)
   \\exit          end the session (resume it later with volee agent --resume ID)
 anything else is a prompt for the agent; Ctrl-C stops a turn (twice at the prompt: exit).";
 
@@ -476,6 +479,27 @@ pub async fn interactive<M: Model, S: Shell, R: BufRead, W: Write>(
                     )),
                     Err(e) => error_lines(pane, &e),
                 },
+                "checkpoint" if rest.is_empty() => pane.line("usage: \\checkpoint NAME"),
+                "checkpoint" => match agent.save_checkpoint(rest) {
+                    Ok(cp) => pane.line(&format!(
+                        "checkpoint {} at transcript line {} ({} messages); \\rewind {} returns here",
+                        cp.name,
+                        cp.seq,
+                        cp.messages.len(),
+                        cp.name
+                    )),
+                    Err(e) => error_lines(pane, &e),
+                },
+                "checkpoints" => checkpoints(agent, pane),
+                "rewind" if rest.is_empty() => pane.line("usage: \\rewind NAME (\\checkpoints lists them)"),
+                "rewind" => match agent.rewind(rest) {
+                    Ok(record) => {
+                        for l in crate::rewind::report_lines(agent.session_id(), &record) {
+                            pane.line(&l);
+                        }
+                    }
+                    Err(e) => error_lines(pane, &e),
+                },
                 "compact" => match agent.compact(pane).await {
                     Ok(CompactOutcome::Compacted { .. }) => {}
                     Ok(CompactOutcome::Unchanged { why }) => {
@@ -540,6 +564,30 @@ fn sessions<M: Model, S: Shell, R: BufRead, W: Write>(agent: &Agent<M, S>, pane:
                     "… and {} more (volee agent --list-sessions)",
                     list.len() - 30
                 ));
+            }
+        }
+        Err(e) => error_lines(pane, &AgentError::Store(e)),
+    }
+}
+
+fn checkpoints<M: Model, S: Shell, R: BufRead, W: Write>(
+    agent: &Agent<M, S>,
+    pane: &mut Pane<R, W>,
+) {
+    match agent.store().checkpoints(agent.session_id()) {
+        Ok(list) if list.is_empty() => pane.line("no checkpoints yet (\\checkpoint NAME)"),
+        Ok(list) => {
+            for c in &list {
+                pane.line(&match &c.reason {
+                    None => format!(
+                        "{}  line {}  {} msgs  {}",
+                        c.name,
+                        c.seq,
+                        c.messages,
+                        volee_store::rfc3339(c.at_ms)
+                    ),
+                    Some(reason) => format!("{}  DAMAGED: {reason}", c.name),
+                });
             }
         }
         Err(e) => error_lines(pane, &AgentError::Store(e)),
