@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use volee_daemon::{Client, Paths};
 use volee_protocol::{AgentState, Request, Response};
-use volee_test_support::bench::{env_num, percentile, sorted};
+use volee_test_support::bench::{cpu_ticks, env_num, percentile, rss_kib, sorted};
 use volee_test_support::sshd::{require_sshd, RemotePath, SshServer};
 use volee_test_support::{require, wait_until, TestEnv};
 
@@ -107,35 +107,6 @@ fn task_children(pid: i32) -> BTreeSet<i32> {
         );
     }
     kids
-}
-
-fn proc_stat_field(pid: i32, index: usize) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after = &stat[stat.rfind(')').unwrap() + 2..];
-    after
-        .split_whitespace()
-        .nth(index - 3)
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-/// utime + stime of a process, in clock ticks.
-fn cpu_ticks(pid: i32) -> u64 {
-    proc_stat_field(pid, 14) + proc_stat_field(pid, 15)
-}
-
-fn rss_kib(pid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .unwrap()
-        .trim()
-        .trim_end_matches(" kB")
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 /// A counter of `/proc/PID/io` (`rchar`, `wchar`).

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use volee_daemon::{Client, Paths};
 use volee_protocol::{AgentState, Request, Response};
-use volee_test_support::bench::{env_num, percentile};
+use volee_test_support::bench::{cpu_ticks, env_num, percentile, rss_kib};
 use volee_test_support::{require, wait_until, TestEnv};
 
 fn paths(env: &TestEnv) -> Paths {
@@ -63,22 +63,6 @@ fn plant_history(home: &std::path::Path, copies: usize) {
     }
 }
 
-fn proc_stat_field(pid: i32, index: usize) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after = &stat[stat.rfind(')').unwrap() + 2..];
-    after
-        .split_whitespace()
-        .nth(index - 3)
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-/// utime + stime of a process, in clock ticks.
-fn cpu_ticks(pid: i32) -> u64 {
-    proc_stat_field(pid, 14) + proc_stat_field(pid, 15)
-}
-
 /// Forks since boot, system-wide (`processes` in /proc/stat).
 fn forks_since_boot() -> u64 {
     std::fs::read_to_string("/proc/stat")
@@ -86,19 +70,6 @@ fn forks_since_boot() -> u64 {
         .lines()
         .find_map(|l| l.strip_prefix("processes "))
         .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
-
-fn rss_kib(pid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .unwrap()
-        .trim()
-        .trim_end_matches(" kB")
         .trim()
         .parse()
         .unwrap()

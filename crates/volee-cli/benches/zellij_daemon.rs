@@ -18,17 +18,9 @@ use std::time::{Duration, Instant};
 
 use volee_daemon::{Client, Paths};
 use volee_protocol::{AgentState, AgentView, Request, Response};
-use volee_test_support::bench::{env_num, percentile};
+use volee_test_support::bench::{cpu_ticks, env_num, percentile};
 use volee_test_support::zellij::{plugin_wasm, start_zellij_with, zellij_binary, KillSession};
 use volee_test_support::{require, wait_until, TestEnv};
-
-/// utime + stime of a process, in clock ticks.
-fn cpu_ticks(pid: i32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
-}
 
 /// The zellij server of the session whose socket directory is `socket_dir`.
 fn zellij_server_pid(socket_dir: &str) -> i32 {

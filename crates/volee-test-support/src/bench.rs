@@ -1,4 +1,7 @@
-//! What volee's benchmarks share: a number from the environment, percentiles of sorted samples.
+//! What volee's benchmarks share: a number from the environment, percentiles of sorted samples,
+//! a process's CPU time and memory (read by `procfs-core`'s parsers).
+
+use procfs_core::FromRead;
 
 /// `name` from the environment as a number, else `default`.
 pub fn env_num<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -23,6 +26,20 @@ pub fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v
 }
 
+/// utime + stime of a process, in clock ticks.
+pub fn cpu_ticks(pid: i32) -> u64 {
+    let stat = procfs_core::process::Stat::from_file(format!("/proc/{pid}/stat")).unwrap();
+    stat.utime + stat.stime
+}
+
+/// A process's resident memory (`VmRSS`), in KiB.
+pub fn rss_kib(pid: i32) -> u64 {
+    procfs_core::process::Status::from_file(format!("/proc/{pid}/status"))
+        .unwrap()
+        .vmrss
+        .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -36,5 +53,13 @@ mod tests {
         assert_eq!(percentile(&v, 0.0), 1.0);
         assert!(percentile(&[], 0.5).is_nan());
         assert_eq!(env_num("VOLEE_BENCH_SURELY_UNSET", 7u64), 7);
+        let me = std::process::id() as i32;
+        assert!(rss_kib(me) > 0);
+        let before = cpu_ticks(me);
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < std::time::Duration::from_millis(50) {
+            std::hint::black_box(0u64);
+        }
+        assert!(cpu_ticks(me) >= before);
     }
 }
