@@ -3,11 +3,43 @@
 //! chunked; `Expect: 100-continue` answered. Reads poll a stop flag, so a server stops promptly.
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
 /// The most headers a request may have.
 const MAX_HEADERS: usize = 64;
+
+/// Accept connections on `listener` on a thread named `name`, each served by `serve` on a thread
+/// of its own, until `stop(&shared)` is set (the server's drop sets it and connects once to
+/// wake the accept).
+pub fn accept<S: Send + Sync + 'static>(
+    listener: TcpListener,
+    name: &str,
+    shared: Arc<S>,
+    stop: fn(&S) -> &AtomicBool,
+    serve: fn(TcpStream, &S) -> io::Result<()>,
+) -> JoinHandle<()> {
+    let conn_name = format!("{name}-conn");
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                if stop(&shared).load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(stream) = stream else { continue };
+                let shared = shared.clone();
+                let _ = std::thread::Builder::new()
+                    .name(conn_name.clone())
+                    .spawn(move || {
+                        let _ = serve(stream, &shared);
+                    });
+            }
+        })
+        .unwrap()
+}
 
 /// One request as a server sees it; header names lowercase.
 pub struct Request {

@@ -259,24 +259,13 @@ impl ModelServer {
             toolless: AtomicBool::new(false),
             toolless_turns: AtomicUsize::new(0),
         });
-        let accept_shared = shared.clone();
-        let accept = std::thread::Builder::new()
-            .name("model-server".into())
-            .spawn(move || {
-                for stream in listener.incoming() {
-                    if accept_shared.stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(stream) = stream else { continue };
-                    let shared = accept_shared.clone();
-                    let _ = std::thread::Builder::new()
-                        .name("model-server-conn".into())
-                        .spawn(move || {
-                            let _ = serve_connection(stream, &shared);
-                        });
-                }
-            })
-            .unwrap();
+        let accept = crate::http1::accept(
+            listener,
+            "model-server",
+            shared.clone(),
+            |s| &s.stop,
+            serve_connection,
+        );
         ModelServer {
             addr,
             shared,

@@ -81,24 +81,13 @@ impl NtfyServer {
             log: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
         });
-        let accept_shared = shared.clone();
-        let accept = std::thread::Builder::new()
-            .name("ntfy-server".into())
-            .spawn(move || {
-                for stream in listener.incoming() {
-                    if accept_shared.stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(stream) = stream else { continue };
-                    let shared = accept_shared.clone();
-                    let _ = std::thread::Builder::new()
-                        .name("ntfy-server-conn".into())
-                        .spawn(move || {
-                            let _ = serve_connection(stream, &shared);
-                        });
-                }
-            })
-            .unwrap();
+        let accept = crate::http1::accept(
+            listener,
+            "ntfy-server",
+            shared.clone(),
+            |s| &s.stop,
+            serve_connection,
+        );
         NtfyServer {
             addr,
             shared,

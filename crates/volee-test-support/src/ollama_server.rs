@@ -238,24 +238,13 @@ impl OllamaServer {
             ids: AtomicUsize::new(0),
             started: Instant::now(),
         });
-        let accept_shared = shared.clone();
-        let accept = std::thread::Builder::new()
-            .name("ollama-server".into())
-            .spawn(move || {
-                for stream in listener.incoming() {
-                    if accept_shared.stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(stream) = stream else { continue };
-                    let shared = accept_shared.clone();
-                    let _ = std::thread::Builder::new()
-                        .name("ollama-server-conn".into())
-                        .spawn(move || {
-                            let _ = serve_connection(stream, &shared);
-                        });
-                }
-            })
-            .unwrap();
+        let accept = crate::http1::accept(
+            listener,
+            "ollama-server",
+            shared.clone(),
+            |s| &s.stop,
+            serve_connection,
+        );
         OllamaServer {
             addr,
             shared,
