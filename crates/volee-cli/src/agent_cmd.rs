@@ -19,7 +19,7 @@ const SNIPPET_MAX: usize = 120;
 #[command(group(
     ArgGroup::new("action")
         .multiple(false)
-        .args(["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "delete", "resume", "sync", "sync_serve"])
+        .args(["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "import", "delete", "resume", "sync", "sync_serve"])
 ))]
 pub struct AgentArgs {
     /// The session store (default: $XDG_DATA_HOME/volee/sessions, or $VOLEE_HOME/data/sessions).
@@ -44,7 +44,7 @@ pub struct AgentArgs {
     resume: Option<String>,
     /// Run one turn without the interactive loop, then exit (0: answered; 1: calls were denied);
     /// with --resume, in that session.
-    #[arg(long, value_name = "TEXT", conflicts_with_all = ["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "delete", "sync", "sync_serve"])]
+    #[arg(long, value_name = "TEXT", conflicts_with_all = ["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "import", "delete", "sync", "sync_serve"])]
     prompt: Option<String>,
     /// With --prompt: approve every tool call (without it, calls that need an approval are
     /// denied).
@@ -82,6 +82,19 @@ pub struct AgentArgs {
     /// redacted; schema in docs/store.md).
     #[arg(long, value_name = "SESSION_ID")]
     export: Option<String>,
+    /// Make a session of an --export file, checked whole first (the shape of
+    /// docs/session-export.schema.json, every tool call answered once, lines numbered in order,
+    /// the context in the transcript): a bad file is refused with the JSON path of each problem
+    /// and nothing is written. A new id unless --keep-id; the text stays redacted as exported.
+    #[arg(long, value_name = "FILE")]
+    import: Option<PathBuf>,
+    /// With --import: keep the export's session id (refused when a session here has it).
+    #[arg(long, requires = "import")]
+    keep_id: bool,
+    /// With --import: the project directory the session works on here (default: the
+    /// export's); it must exist.
+    #[arg(long, value_name = "DIR", requires = "import")]
+    project: Option<PathBuf>,
     /// Delete a session for good (needs --yes).
     #[arg(long, value_name = "SESSION_ID")]
     delete: Option<String>,
@@ -118,6 +131,12 @@ pub fn run(args: AgentArgs) -> CliResult {
             .unwrap_or_else(|| paths().data_dir.join("sessions")),
     );
     let json = args.json;
+    // clap's `requires` lets these through beside another action flag of the group.
+    if args.import.is_none() && (args.keep_id || args.project.is_some()) {
+        return Err(CliError::user(
+            "--keep-id and --project go with --import FILE",
+        ));
+    }
     if args.sync_serve {
         return crate::agent_sync::serve(&store);
     }
@@ -172,6 +191,9 @@ pub fn run(args: AgentArgs) -> CliResult {
     if let Some(id) = &args.export {
         let doc = store.export(id)?;
         return print_json(&doc);
+    }
+    if let Some(file) = &args.import {
+        return crate::agent_import::run(&store, file, args.project.as_deref(), args.keep_id, json);
     }
     if let Some(id) = &args.delete {
         let id = store.resolve(id)?;
@@ -444,6 +466,18 @@ fn info(store: &Store, id: &str, json: bool) -> CliResult {
                 ),
             ),
         );
+    }
+    if let Some(from) = &info.imported_from {
+        lines.push((
+            "imported from",
+            format!(
+                "{} (session {} there, exported {}) at {}",
+                plain_text(&from.file.display().to_string(), 300),
+                plain_text(&from.original_id, 64),
+                rfc3339(from.exported_at_ms),
+                rfc3339(from.at_ms)
+            ),
+        ));
     }
     if !info.tool_counts.is_empty() {
         let calls: Vec<String> = info

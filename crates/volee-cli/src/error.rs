@@ -257,8 +257,12 @@ impl From<volee_store::StoreError> for CliError {
             | StoreError::Archived { .. }
             | StoreError::ProjectMismatch { .. }
             | StoreError::NotRegularFile { .. }
+            | StoreError::ImportRefused { .. }
+            | StoreError::IdTaken { .. }
             | StoreError::Unsafe { .. } => Exit::User,
-            StoreError::NewerSchema { .. } => Exit::Environment,
+            StoreError::NewerSchema { .. } | StoreError::ImportNewerSchema { .. } => {
+                Exit::Environment
+            }
             _ => Exit::Internal,
         };
         let err = CliError::from_error(exit, &e);
@@ -285,6 +289,15 @@ impl From<volee_store::StoreError> for CliError {
                 "its files are kept as they are; `volee agent --info {id}` still works"
             )),
             StoreError::NewerSchema { .. } => err.hint("upgrade volee to open it; it is left untouched"),
+            StoreError::ImportRefused { .. } => err.hint(
+                "nothing was imported or written; the export format is docs/session-export.schema.json (what `volee agent --export` writes)",
+            ),
+            StoreError::ImportNewerSchema { .. } => {
+                err.hint("import it with that volee or a newer one; nothing was written")
+            }
+            StoreError::IdTaken { id } => err.hint(format!(
+                "leave out --keep-id to import it under a new id (the one here is `volee agent --info {id}`)"
+            )),
             StoreError::NotRegularFile { path, .. } | StoreError::Unsafe { path, .. } => err.hint(format!(
                 "volee does not make such a thing and went no further: nothing was read or written through it. Look at {} and remove it if you did not put it there",
                 path.display()

@@ -1,6 +1,7 @@
 //! `volee`: supervise AI coding agents from inside tmux. Parses, dispatches, prints errors.
 
 mod agent_cmd;
+mod agent_import;
 mod agent_loop;
 mod agent_sync;
 mod ask;
@@ -66,7 +67,7 @@ enum Command {
   volee launch --on box --harness codex --worktree wt  on machine box, in a new worktree there")]
     Launch(launch::LaunchArgs),
     /// volee's own agent (Ollama + a Docker sandbox) in this pane; --prompt for one turn; manage its sessions.
-    Agent(agent_cmd::AgentArgs),
+    Agent(Box<agent_cmd::AgentArgs>),
     /// Browse live agents and past sessions: filter as you type, / full text, a preview; Enter
     /// jumps to an agent or resumes a session.
     Browse(browse::BrowseArgs),
@@ -327,7 +328,7 @@ fn main() {
         Command::Mcp => mcp::serve(),
         Command::Quiet { duration } => commands::quiet(duration.as_deref()),
         Command::Launch(args) => launch::launch(args),
-        Command::Agent(args) => agent_cmd::run(args),
+        Command::Agent(args) => agent_cmd::run(*args),
         Command::Machine(args) => machine_cmd::run(args),
         Command::Serve { stdio: _ } => machine_cmd::serve_stdio(),
         Command::Ls {

@@ -586,3 +586,128 @@ fn list_sessions_reports_a_fifo_meta_json_instead_of_hanging() {
         &session.symlink_metadata().unwrap().file_type()
     ));
 }
+
+/// An export as `--export` prints it, written to `name`.
+fn export_to(env: &Env, id: &str, name: &str) -> (PathBuf, serde_json::Value) {
+    let text = ok(&env.agent(&["--export", id]));
+    let path = env.tmp.path().join(name);
+    std::fs::write(&path, &text).unwrap();
+    (path, serde_json::from_str(&text).unwrap())
+}
+
+/// An export without what an import changes: the id, the provenance, the export's time.
+fn comparable(mut doc: serde_json::Value) -> serde_json::Value {
+    doc["exported_at_ms"] = 0.into();
+    doc["session"]["id"] = "".into();
+    doc["session"]
+        .as_object_mut()
+        .unwrap()
+        .remove("imported_from");
+    doc
+}
+
+fn store_entries(env: &Env) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(env.store_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn import_export_round_trip_keep_id_and_info() {
+    let env = Env::new();
+    let id = env.session(
+        "Portable",
+        &["export OPENAI_API_KEY=abcdefgh12345678 then run", "hello"],
+    );
+    let (file, doc) = export_to(&env, &id, "export.json");
+    let text = ok(&env.agent(&["--import", file.to_str().unwrap()]));
+    assert!(text.contains("imported"), "{text}");
+    assert!(text.contains("[REDACTED]"), "{text}");
+    let new = text
+        .split_whitespace()
+        .skip_while(|w| *w != "as")
+        .nth(1)
+        .unwrap()
+        .to_string();
+    assert_ne!(new, id);
+    let (_, again) = export_to(&env, &new, "again.json");
+    assert_eq!(comparable(again.clone()), comparable(doc));
+    assert_eq!(
+        again["session"]["imported_from"]["original_id"],
+        id.as_str()
+    );
+    let info = ok(&env.agent(&["--info", &new]));
+    assert!(info.contains("imported from"), "{info}");
+    assert!(info.contains(&id), "{info}");
+    // The original id is taken here: --keep-id is refused with a hint, nothing written.
+    let before = store_entries(&env);
+    let err = fails(
+        &env.agent(&["--import", file.to_str().unwrap(), "--keep-id"]),
+        2,
+    );
+    assert!(err.contains("--keep-id"), "{err}");
+    assert!(err.contains("hint:"), "{err}");
+    assert_eq!(store_entries(&env), before);
+    // --json, into another project directory.
+    let other = env.tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let v = json(&env.agent(&[
+        "--import",
+        file.to_str().unwrap(),
+        "--project",
+        other.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(v["original_id"], id.as_str());
+    assert_eq!(
+        v["project_root"],
+        std::fs::canonicalize(&other).unwrap().to_str().unwrap()
+    );
+    // --project and --keep-id go with --import only.
+    fails(&env.agent(&["--list-sessions", "--keep-id"]), 2);
+}
+
+#[test]
+fn a_bad_import_is_refused_with_its_json_path_and_nothing_written() {
+    let env = Env::new();
+    let id = env.session("Source", &["one", "two"]);
+    let (_, doc) = export_to(&env, &id, "export.json");
+    let before = store_entries(&env);
+    let write = |name: &str, v: &serde_json::Value| {
+        let p = env.tmp.path().join(name);
+        std::fs::write(&p, serde_json::to_vec_pretty(v).unwrap()).unwrap();
+        p
+    };
+    let mut gap = doc.clone();
+    gap["transcript"][1]["seq"] = 5.into();
+    let p = write("gap.json", &gap);
+    let err = fails(&env.agent(&["--import", p.to_str().unwrap()]), 2);
+    assert!(err.contains("at $.transcript[1].seq"), "{err}");
+    assert!(err.contains("hint: nothing was imported"), "{err}");
+    let mut shape = doc.clone();
+    shape["transcript"][0]["item"]["kind"] = "teleport".into();
+    let p = write("shape.json", &shape);
+    let err = fails(&env.agent(&["--import", p.to_str().unwrap()]), 2);
+    assert!(err.contains("at $.transcript[0].item.kind"), "{err}");
+    let mut newer = doc.clone();
+    newer["schema_version"] = 2.into();
+    let p = write("newer.json", &newer);
+    let err = fails(&env.agent(&["--import", p.to_str().unwrap()]), 3);
+    assert!(
+        err.contains("version 2") && err.contains("up to 1"),
+        "{err}"
+    );
+    let mut moved = doc.clone();
+    moved["session"]["project_root"] = "/nonexistent/volee-import".into();
+    let p = write("moved.json", &moved);
+    let err = fails(&env.agent(&["--import", p.to_str().unwrap()]), 2);
+    assert!(err.contains("--project DIR"), "{err}");
+    let fifo = env.tmp.path().join("fifo.json");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let err = fails(&env.agent(&["--import", fifo.to_str().unwrap()]), 2);
+    assert!(err.contains("FIFO"), "{err}");
+    assert_eq!(store_entries(&env), before);
+}

@@ -131,10 +131,10 @@ pub fn parse_export(bytes: &[u8]) -> Result<ExportDocument, ParseFailure> {
                     return Err(ParseFailure::Newer(found));
                 }
             }
-            Err(ParseFailure::Problem(ImportProblem {
+            Err(ParseFailure::Problem(ImportProblem::new(
                 path,
-                reason: error.to_string(),
-            }))
+                &error.to_string(),
+            )))
         }
     }
 }
@@ -159,10 +159,32 @@ struct Problems(Vec<ImportProblem>);
 impl Problems {
     fn push(&mut self, path: impl Into<String>, reason: impl Into<String>) {
         if self.0.len() < MAX_PROBLEMS {
-            self.0.push(ImportProblem {
-                path: path.into(),
-                reason: reason.into(),
-            });
+            self.0.push(ImportProblem::new(path.into(), &reason.into()));
+        }
+    }
+}
+
+/// The longest reason or path a problem keeps (they quote the file).
+const PROBLEM_TEXT_MAX: usize = 400;
+
+impl ImportProblem {
+    /// A problem whose texts, which may quote the file, are bounded and free of control
+    /// characters (they are printed on a terminal).
+    fn new(path: String, reason: &str) -> ImportProblem {
+        let clean = |text: &str| -> String {
+            let mut out: String = text
+                .chars()
+                .map(|c| if c.is_control() { '?' } else { c })
+                .take(PROBLEM_TEXT_MAX)
+                .collect();
+            if text.chars().count() > PROBLEM_TEXT_MAX {
+                out.push('…');
+            }
+            out
+        };
+        ImportProblem {
+            path: clean(&path),
+            reason: clean(reason),
         }
     }
 }
@@ -474,10 +496,7 @@ impl Store {
     pub fn import(&self, file: &Path, opts: &ImportOptions) -> Result<Imported> {
         let refuse = |path: &str, reason: String| StoreError::ImportRefused {
             file: file.to_path_buf(),
-            problems: vec![ImportProblem {
-                path: path.to_string(),
-                reason,
-            }],
+            problems: vec![ImportProblem::new(path.to_string(), &reason)],
         };
         let too_large = |len: u64| {
             refuse(

@@ -638,6 +638,7 @@ impl Store {
                 .collect(),
             transcript_file_bytes: len(TRANSCRIPT_FILE),
             synced_from: state.synced_from.clone(),
+            imported_from: state.imported_from.clone(),
             dir,
         })
     }
@@ -667,6 +668,9 @@ pub struct SessionInfo {
     /// A fork made by `volee agent --sync`: where it came from and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub synced_from: Option<crate::model::SyncNote>,
+    /// A session made by `volee agent --import`: the file, its export time, the id there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imported_from: Option<crate::model::ImportNote>,
     pub dir: PathBuf,
 }
 
