@@ -21,6 +21,12 @@ const SNIPPET_MAX: usize = 120;
         .multiple(false)
         .args(["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "import", "delete", "resume", "sync", "sync_serve"])
 ))]
+#[command(group(
+    ArgGroup::new("checkpoint_action")
+        .multiple(false)
+        .args(["checkpoint", "checkpoints", "rewind"])
+        .conflicts_with_all(["action", "prompt", "first_prompt"])
+))]
 pub struct AgentArgs {
     /// The session store (default: $XDG_DATA_HOME/volee/sessions, or $VOLEE_HOME/data/sessions).
     #[arg(long, value_name = "PATH")]
@@ -118,6 +124,22 @@ pub struct AgentArgs {
     /// stdin/stdout, the default store); not for use by hand.
     #[arg(long)]
     sync_serve: bool,
+    /// Record a named checkpoint of a session at its last turn boundary (the context,
+    /// scratchpad, todos and counters, and the transcript line it was taken at); NAME is a short
+    /// word ([A-Za-z0-9._-], up to 64), unique in the session.
+    #[arg(long, num_args = 2, value_names = ["SESSION_ID", "NAME"])]
+    checkpoint: Option<Vec<String>>,
+    /// List a session's checkpoints: name, when, transcript line, messages.
+    #[arg(long, value_name = "SESSION_ID")]
+    checkpoints: Option<String>,
+    /// Return a session's context, scratchpad and todos to its checkpoint NAME (the transcript
+    /// keeps everything; usage stays cumulative). Files and shell effects are NOT undone: the
+    /// tool calls since the checkpoint that may have changed files are listed.
+    #[arg(long, num_args = 2, value_names = ["SESSION_ID", "NAME"])]
+    rewind: Option<Vec<String>>,
+    /// With --rewind: rewind a new fork of the session and leave the session as it is.
+    #[arg(long, requires = "rewind")]
+    into_fork: bool,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -145,6 +167,21 @@ pub fn run(args: AgentArgs) -> CliResult {
     }
     if args.list_sessions {
         return list(&store, args.include_archived, json);
+    }
+    if let Some(pair) = &args.checkpoint {
+        let (Some(id), Some(name)) = (pair.first(), pair.get(1)) else {
+            return Err(CliError::user("--checkpoint needs SESSION_ID and NAME"));
+        };
+        return crate::agent_rewind::checkpoint(&store, id, name, json);
+    }
+    if let Some(id) = &args.checkpoints {
+        return crate::agent_rewind::list(&store, id, json);
+    }
+    if let Some(pair) = &args.rewind {
+        let (Some(id), Some(name)) = (pair.first(), pair.get(1)) else {
+            return Err(CliError::user("--rewind needs SESSION_ID and NAME"));
+        };
+        return crate::agent_rewind::rewind(&store, id, name, args.into_fork, json);
     }
     if let Some(query) = &args.search {
         return search(&store, query, args.include_archived, json);

@@ -250,6 +250,10 @@ impl From<volee_store::StoreError> for CliError {
     fn from(e: volee_store::StoreError) -> CliError {
         use volee_store::StoreError;
         let exit = match &e {
+            StoreError::InvalidCheckpointName { .. }
+            | StoreError::CheckpointExists { .. }
+            | StoreError::UnknownCheckpoint { .. }
+            | StoreError::CheckpointMidTurn { .. } => Exit::User,
             StoreError::InvalidId { .. }
             | StoreError::UnknownId { .. }
             | StoreError::Ambiguous { .. }
@@ -267,6 +271,18 @@ impl From<volee_store::StoreError> for CliError {
         };
         let err = CliError::from_error(exit, &e);
         match &e {
+            StoreError::CheckpointExists { id, name } => err.hint(format!(
+                "checkpoint names are not reused: pick another, or rewind to it: volee agent --rewind {id} {name}"
+            )),
+            StoreError::UnknownCheckpoint { id, .. } => {
+                err.hint(format!("list them: volee agent --checkpoints {id}"))
+            }
+            StoreError::CheckpointMidTurn { id, .. } => err.hint(format!(
+                "resume it first so the calls get their answers (volee agent --resume {id}), then checkpoint at the prompt"
+            )),
+            StoreError::CheckpointDamaged { id, .. } => err.hint(format!(
+                "the file is left as it is; the session is unchanged. Other checkpoints: volee agent --checkpoints {id}"
+            )),
             StoreError::UnknownId { .. } => {
                 err.hint("list them: volee agent --list-sessions --include-archived")
             }

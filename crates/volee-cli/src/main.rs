@@ -3,6 +3,7 @@
 mod agent_cmd;
 mod agent_import;
 mod agent_loop;
+mod agent_rewind;
 mod agent_sync;
 mod ask;
 mod attach;

@@ -555,3 +555,129 @@ fn a_missing_image_is_named() {
     );
     assert!(env.store().list(true).unwrap().is_empty());
 }
+
+/// Issue 21, item 1: checkpoint → two turns → rewind through the binary (the context equals the
+/// checkpoint's, the transcript grew by the two turns plus the event, files are not undone and
+/// the write is listed), refused while a writer holds the session, into a fork, resumed after,
+/// and the pane's `\checkpoint` / `\rewind`.
+#[test]
+fn checkpoint_two_turns_then_rewind_through_the_cli_and_the_pane() {
+    let script = vec![
+        OllamaTurn::text("One."),
+        OllamaTurn::tool("write_file", json!({"path": "a.txt", "content": "x\n"})),
+        OllamaTurn::text("Wrote it."),
+        OllamaTurn::text("Three."),
+        OllamaTurn::text("After the rewind."),
+        OllamaTurn::text("Hello from the pane."),
+    ];
+    let Some(env) = Env::new("checkpoint_rewind", script) else {
+        return;
+    };
+    let ok = |out: &Output| {
+        let (stdout, stderr) = text(out);
+        assert_eq!(code(out), 0, "stdout: {stdout}\nstderr: {stderr}");
+        stdout
+    };
+    ok(&env.run(&["--prompt", "first", "--approve-all"], &[], ""));
+    let id = env.only_session();
+    let stdout = ok(&env.run(&["--checkpoint", &id, "cp1"], &[], ""));
+    assert!(
+        stdout.contains(&format!("volee agent --rewind {id} cp1")),
+        "{stdout}"
+    );
+    let dup = env.run(&["--checkpoint", &id, "cp1"], &[], "");
+    assert_eq!(code(&dup), 2);
+    assert!(text(&dup).1.contains("already"), "{}", text(&dup).1);
+    let at_cp = env.store().load(&id).unwrap();
+
+    ok(&env.run(
+        &["--resume", &id, "--prompt", "second", "--approve-all"],
+        &[],
+        "",
+    ));
+    ok(&env.run(&["--resume", &id, "--prompt", "third"], &[], ""));
+    assert!(env.project().join("a.txt").exists());
+    let before = env.store().load(&id).unwrap();
+    let lines_before = volee_store::read_transcript(&env.store(), &id)
+        .unwrap()
+        .items;
+    // Two turns: user, assistant (call), tool result, assistant; user, assistant (and the
+    // approval's event).
+    let turn_messages = lines_before[at_cp.last_seq as usize..]
+        .iter()
+        .filter(|l| matches!(l.item, volee_store::TranscriptItem::Message { .. }))
+        .count();
+    assert_eq!(turn_messages, 6);
+    let lines_before = lines_before.len() as u64;
+
+    let list = ok(&env.run(&["--checkpoints", &id, "--json"], &[], ""));
+    let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+    assert_eq!(list[0]["name"], "cp1");
+    assert_eq!(list[0]["seq"], at_cp.last_seq);
+    assert_eq!(list[0]["messages"], at_cp.messages.len());
+
+    // Refused while a writer holds it, naming the holder; nothing changes.
+    {
+        let _held = env.store().open_writer(&id).unwrap();
+        let out = env.run(&["--rewind", &id, "cp1"], &[], "");
+        let (_, stderr) = text(&out);
+        assert_eq!(code(&out), 2, "{stderr}");
+        assert!(
+            stderr.contains(&format!("held by pid {}", std::process::id())),
+            "{stderr}"
+        );
+    }
+    assert_eq!(env.store().load(&id).unwrap().messages, before.messages);
+
+    let stdout = ok(&env.run(&["--rewind", &id, "cp1"], &[], ""));
+    assert!(stdout.contains("NOT undone"), "{stdout}");
+    assert!(stdout.contains("write_file a.txt"), "{stdout}");
+    let after = env.store().load(&id).unwrap();
+    assert_eq!(after.messages, at_cp.messages);
+    assert_eq!(after.usage, before.usage, "usage stays cumulative");
+    let lines = volee_store::read_transcript(&env.store(), &id)
+        .unwrap()
+        .items;
+    assert_eq!(lines.len() as u64, lines_before + 1);
+    let event = volee_store::RewindRecord::from_item(&lines.last().unwrap().item).unwrap();
+    assert_eq!(event.checkpoint_seq, at_cp.last_seq);
+    // The file stays: only the conversation went back.
+    assert!(env.project().join("a.txt").exists());
+
+    // Into a fork: the session is left as it is.
+    let out = ok(&env.run(&["--rewind", &id, "cp1", "--into-fork", "--json"], &[], ""));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let fork = v["id"].as_str().unwrap().to_string();
+    assert_ne!(fork, id);
+    assert_eq!(env.store().load(&id).unwrap(), after);
+    assert_eq!(env.store().load(&fork).unwrap().messages, at_cp.messages);
+
+    // The rewound session resumes from the checkpoint's context.
+    ok(&env.run(&["--resume", &id, "--prompt", "again"], &[], ""));
+    let last = env
+        .server
+        .chat_requests()
+        .last()
+        .unwrap()
+        .messages()
+        .to_vec();
+    assert_eq!(last.len(), at_cp.messages.len() + 1, "{last:?}");
+
+    // The pane.
+    let input = "\\checkpoint p1\nhello\n\\checkpoints\n\\rewind p1\n\\rewind nope\n\\exit\n";
+    let stdout = ok(&env.run(&["--resume", &id], &[], input));
+    for expected in [
+        "checkpoint p1 at transcript line",
+        "Hello from the pane.",
+        "cp1  line",
+        "rewound ",
+        "no write_file, edit_file or shell call ran since the checkpoint",
+        "has no checkpoint \"nope\"",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+    env.check();
+}
