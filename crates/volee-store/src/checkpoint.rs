@@ -610,6 +610,28 @@ mod tests {
     }
 
     #[test]
+    fn rewind_reads_nothing_before_the_checkpoints_offset() {
+        let (_d, store) = store();
+        let mut w = new_session(&store);
+        turn(&mut w, 1);
+        let cp = w.save_checkpoint("a").unwrap();
+        turn(&mut w, 2);
+        let id = w.id().to_string();
+        drop(w);
+        // Everything before the checkpoint's offset made unparsable, in place: a rewind that
+        // read it would fail.
+        let path = store.session_dir(&id).join(TRANSCRIPT_FILE);
+        let mut bytes = fs::read(&path).unwrap();
+        for b in &mut bytes[..cp.transcript_bytes as usize - 1] {
+            *b = b'#';
+        }
+        fs::write(&path, &bytes).unwrap();
+        let (_, record) = store.rewind(&id, "a").unwrap();
+        assert_eq!(record.changed_calls.len(), 1);
+        assert_eq!(store.load(&id).unwrap().messages, cp.messages);
+    }
+
+    #[test]
     fn rewind_while_held_is_refused_with_the_holder() {
         let (_d, store) = store();
         let mut w = new_session(&store);
