@@ -298,6 +298,8 @@ fn check_tool_calls(doc: &ExportDocument, checkpoint: usize, problems: &mut Prob
     let mut calls: Vec<Call> = Vec::new();
     let mut by_id: HashMap<&str, usize> = HashMap::new();
     let mut open_by_name: HashMap<&str, VecDeque<usize>> = HashMap::new();
+    // Every call without an id, by tool name, in order (pending ones are matched against them).
+    let mut idless_by_name: HashMap<&str, Vec<usize>> = HashMap::new();
     let mut last_recovered: Option<usize> = None;
     let mut last_user: Option<usize> = None;
     for (i, line) in doc.transcript.iter().enumerate() {
@@ -330,10 +332,11 @@ fn check_tool_calls(doc: &ExportDocument, checkpoint: usize, problems: &mut Prob
                             }
                             by_id.insert(id, index);
                         }
-                        None => open_by_name
-                            .entry(call.function.name.as_str())
-                            .or_default()
-                            .push_back(index),
+                        None => {
+                            let name = call.function.name.as_str();
+                            open_by_name.entry(name).or_default().push_back(index);
+                            idless_by_name.entry(name).or_default().push(index);
+                        }
                     }
                     calls.push(Call {
                         line: i,
@@ -391,13 +394,27 @@ fn check_tool_calls(doc: &ExportDocument, checkpoint: usize, problems: &mut Prob
     }
     // Pending calls: made in the transcript and not answered before the checkpoint.
     let mut pending: HashSet<usize> = HashSet::new();
+    // Pending calls without an id take the calls of their tool not answered before the
+    // checkpoint, in order.
+    let mut idless_cursor: HashMap<&str, usize> = HashMap::new();
     for (j, p) in doc.session.pending_tool_calls.iter().enumerate() {
         let path = format!("$.session.pending_tool_calls[{j}].call");
         let found = match p.call.id.as_deref() {
             Some(id) => by_id.get(id).copied(),
-            None => calls.iter().enumerate().position(|(k, c)| {
-                c.id.is_none() && c.name == p.call.function.name && !pending.contains(&k)
-            }),
+            None => {
+                let name = p.call.function.name.as_str();
+                let all = idless_by_name.get(name).map(Vec::as_slice).unwrap_or(&[]);
+                let cursor = idless_cursor.entry(name).or_insert(0);
+                while all
+                    .get(*cursor)
+                    .is_some_and(|&k| calls[k].answered_at.is_some_and(|a| a < checkpoint))
+                {
+                    *cursor += 1;
+                }
+                let found = all.get(*cursor).copied();
+                *cursor += 1;
+                found
+            }
         };
         match found {
             None => problems.push(
@@ -444,8 +461,9 @@ fn check_tool_calls(doc: &ExportDocument, checkpoint: usize, problems: &mut Prob
 }
 
 /// The context is a subsequence of the transcript's messages up to the checkpoint, except what
-/// a compaction put there: a user message holding a compaction's summary and the assistant's
-/// plain acknowledgement after it.
+/// a compaction put there: one user message holding a compaction's summary (a later compaction
+/// summarises the earlier summary away, so a context holds at most one) and the assistant's
+/// plain acknowledgement right after it.
 fn check_context(doc: &ExportDocument, checkpoint: usize, problems: &mut Problems) {
     let lines = &doc.transcript[..checkpoint.min(doc.transcript.len())];
     let summaries: Vec<&str> = lines
@@ -464,25 +482,31 @@ fn check_context(doc: &ExportDocument, checkpoint: usize, problems: &mut Problem
             .map(|p| from + p)
     };
     let mut next = 0usize;
+    let mut summary_seen = false;
     let mut after_summary = false;
+    // Each message not found costs a scan to the end: at most three (summary,
+    // acknowledgement, the refused one).
     for (i, m) in doc.session.messages.iter().enumerate() {
-        if m.role == Role::User && summaries.iter().any(|s| m.content.contains(s)) {
+        if let Some(at) = find(next, m) {
+            next = at + 1;
+            after_summary = false;
+            continue;
+        }
+        if !summary_seen && m.role == Role::User && summaries.iter().any(|s| m.content.contains(s))
+        {
+            summary_seen = true;
             after_summary = true;
             continue;
         }
-        let acknowledgement = after_summary && m.role == Role::Assistant && m.tool_calls.is_empty();
-        after_summary = false;
-        match find(next, m) {
-            Some(at) => next = at + 1,
-            None if acknowledgement => {}
-            None => {
-                problems.push(
-                    format!("$.session.messages[{i}]"),
-                    "this context message is not in the transcript (the transcript holds every message of the context, in order, up to the checkpoint)",
-                );
-                return;
-            }
+        if after_summary && m.role == Role::Assistant && m.tool_calls.is_empty() {
+            after_summary = false;
+            continue;
         }
+        problems.push(
+            format!("$.session.messages[{i}]"),
+            "this context message is not in the transcript (the transcript holds every message of the context, in order, up to the checkpoint)",
+        );
+        return;
     }
 }
 
@@ -689,6 +713,7 @@ fn build(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::model::{Message, PendingToolCall, ToolCall, ToolFunction};
 
     /// `docs/session-export.schema.json` is the schema of the code: regenerated here and
     /// compared. After changing the export's types, update it with
@@ -715,6 +740,134 @@ mod tests {
         assert_eq!(json_path("."), "$");
         assert_eq!(json_path("transcript[3].seq"), "$.transcript[3].seq");
         assert_eq!(json_path("[0]"), "$[0]");
+    }
+
+    fn doc(messages: Vec<Message>, last_seq: u64, pending: Vec<ToolCall>) -> ExportDocument {
+        let transcript = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| TranscriptLine {
+                seq: i as u64 + 1,
+                at_ms: 0,
+                item: TranscriptItem::Message { message: m.clone() },
+            })
+            .collect();
+        ExportDocument {
+            schema_version: SCHEMA_VERSION,
+            exported_at_ms: 0,
+            session: SessionState {
+                schema_version: SCHEMA_VERSION,
+                id: "abcdefghijkl".into(),
+                title: String::new(),
+                parent_id: None,
+                forked_at_seq: None,
+                created_at_ms: 0,
+                updated_at_ms: 0,
+                archived: false,
+                project_root: "/".into(),
+                model: String::new(),
+                messages: messages[..last_seq as usize].to_vec(),
+                scratchpad: String::new(),
+                todos: Vec::new(),
+                retry_counts: Default::default(),
+                tool_counts: Default::default(),
+                usage: Default::default(),
+                pending_tool_calls: pending
+                    .into_iter()
+                    .map(|call| PendingToolCall {
+                        call,
+                        started_at_ms: 0,
+                    })
+                    .collect(),
+                compaction_count: 0,
+                last_seq,
+                transcript_bytes: 0,
+                synced_from: None,
+                imported_from: None,
+            },
+            transcript,
+            compactions: Vec::new(),
+            transcript_torn_tail: false,
+        }
+    }
+
+    #[test]
+    fn calls_without_ids_pair_by_tool_name_in_order() {
+        let shell = ToolCall {
+            id: None,
+            function: ToolFunction {
+                index: None,
+                name: "shell".into(),
+                arguments: serde_json::json!({}),
+            },
+        };
+        let mut a = Message::assistant("");
+        a.tool_calls = vec![shell.clone(), shell.clone()];
+        let answer = Message::tool_result(&shell, "ok");
+        let base = vec![Message::user("go"), a, answer.clone()];
+        // The second call pending at the checkpoint.
+        assert_eq!(
+            check_export(&doc(base.clone(), 3, vec![shell.clone()])),
+            vec![]
+        );
+        // Its answer written after the checkpoint (a writer killed before its state): fine.
+        let mut tail = base.clone();
+        tail.push(answer.clone());
+        assert_eq!(
+            check_export(&doc(tail.clone(), 3, vec![shell.clone()])),
+            vec![]
+        );
+        // Both answered before the checkpoint, yet one still pending: refused.
+        let p = check_export(&doc(tail, 4, vec![shell.clone()]));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].path, "$.session.pending_tool_calls[0].call", "{p:?}");
+        // A third answer answers nothing.
+        let mut extra = base.clone();
+        extra.push(answer.clone());
+        extra.push(answer);
+        let p = check_export(&doc(extra, 5, vec![]));
+        assert_eq!(p[0].path, "$.transcript[4].item.message.tool_name", "{p:?}");
+        // Never answered, not pending, and a user message after it: refused.
+        let mut later = base;
+        later.push(Message::user("next"));
+        let p = check_export(&doc(later, 4, vec![]));
+        assert_eq!(
+            p[0].path, "$.transcript[1].item.message.tool_calls[1]",
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn a_context_holds_at_most_one_summary() {
+        let mut d = doc(vec![Message::system("s"), Message::user("q")], 2, vec![]);
+        d.transcript.push(TranscriptLine {
+            seq: 3,
+            at_ms: 0,
+            item: TranscriptItem::Compaction {
+                record: crate::model::CompactionRecord {
+                    summary: "the gist".into(),
+                    replaced_messages: 1,
+                    tokens_before: 0,
+                    tokens_after: 0,
+                    model: String::new(),
+                    seq: 3,
+                    at_ms: 0,
+                },
+            },
+        });
+        d.session.last_seq = 3;
+        d.session.messages = vec![
+            Message::system("s"),
+            Message::user("Summary:\nthe gist"),
+            Message::assistant("Understood."),
+            Message::user("q"),
+        ];
+        assert_eq!(check_export(&d), vec![]);
+        d.session
+            .messages
+            .insert(3, Message::user("Summary:\nthe gist"));
+        let p = check_export(&d);
+        assert_eq!(p[0].path, "$.session.messages[3]", "{p:?}");
     }
 
     #[test]
