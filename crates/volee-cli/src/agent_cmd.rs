@@ -323,6 +323,13 @@ fn age(ms: u64) -> String {
 
 fn list(store: &Store, include_archived: bool, json: bool) -> CliResult {
     let sessions = store.list(include_archived)?;
+    // On stderr: the listing (and its JSON) stays what it is.
+    if let Some(note) =
+        crate::agent_seed_store::note(crate::agent_seed_store::home().as_deref(), store.root())
+    {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "{note}");
+    }
     if json {
         let rows: Vec<serde_json::Value> = sessions.iter().map(listed_json).collect();
         return print_json(&rows);
@@ -524,6 +531,19 @@ fn info(store: &Store, id: &str, json: bool) -> CliResult {
             .collect();
         lines.push(("tool calls", calls.join(", ")));
     }
+    let retries: Vec<String> = info
+        .retry_counts
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    lines.push((
+        "retries",
+        if retries.is_empty() {
+            "none".to_string()
+        } else {
+            retries.join(", ")
+        },
+    ));
     if !info.pending_tool_names.is_empty() {
         lines.push((
             "pending calls",

@@ -94,8 +94,9 @@ async fn run_async(args: LoopArgs) -> CliResult {
         .and_then(|d| d.canonicalize())
         .map_err(|e| error::no_project_dir(&e))?;
     let store = args.store;
+    // The store's reasons (unknown, archived, another project, damaged) before the model's.
     let resume_id = match &args.resume {
-        Some(id) => Some(store.resolve(id)?),
+        Some(id) => Some(store.check_resumable(id, &root)?),
         None => None,
     };
     let recorded_model = match &resume_id {

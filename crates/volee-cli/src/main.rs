@@ -4,6 +4,7 @@ mod agent_cmd;
 mod agent_import;
 mod agent_loop;
 mod agent_rewind;
+mod agent_seed_store;
 mod agent_sync;
 mod ask;
 mod attach;
@@ -68,6 +69,13 @@ enum Command {
   volee launch --on box --harness codex --worktree wt  on machine box, in a new worktree there")]
     Launch(launch::LaunchArgs),
     /// volee's own agent (Ollama + a Docker sandbox) in this pane; --prompt for one turn; manage its sessions.
+    #[command(
+        after_help = "Sessions live in $XDG_DATA_HOME/volee/sessions (~/.local/share/volee/sessions), or in
+$VOLEE_HOME/data/sessions when VOLEE_HOME is set; --memory-dir PATH uses another store. volee keeps
+them with its other data (XDG), in its own format with a writer lock and atomic checkpoints
+(docs/store.md), so it does not use the seed harness's ~/.agent-harness/memory and reads nothing
+there; a file in volee's export format comes in with --import FILE."
+    )]
     Agent(Box<agent_cmd::AgentArgs>),
     /// Browse live agents and past sessions: filter as you type, / full text, a preview; Enter
     /// jumps to an agent or resumes a session.

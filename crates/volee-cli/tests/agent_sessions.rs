@@ -711,3 +711,158 @@ fn a_bad_import_is_refused_with_its_json_path_and_nothing_written() {
     assert!(err.contains("FIFO"), "{err}");
     assert_eq!(store_entries(&env), before);
 }
+
+/// Issue 21, bug 1: a first prompt's secret never shows in the title — meta.json, the listing
+/// (text and JSON), search and info — as export and transcript already redact it.
+#[test]
+fn a_secret_in_the_title_is_redacted_everywhere_it_is_shown() {
+    let env = Env::new();
+    let id = env.session("deploy with OPENAI_API_KEY=sk9Xq2LmPz0a now", &["hi"]);
+    let meta = std::fs::read_to_string(env.store().session_dir(&id).join("meta.json")).unwrap();
+    let session =
+        std::fs::read_to_string(env.store().session_dir(&id).join("session.json")).unwrap();
+    for (what, text) in [
+        ("meta.json", meta),
+        ("session.json", session),
+        ("list", ok(&env.agent(&["--list-sessions"]))),
+        (
+            "list --json",
+            ok(&env.agent(&["--list-sessions", "--json"])),
+        ),
+        ("search", ok(&env.agent(&["--search", "deploy"]))),
+        ("info", ok(&env.agent(&["--info", &id]))),
+    ] {
+        assert!(!text.contains("sk9Xq2LmPz0a"), "{what}: {text}");
+        assert!(text.contains("OPENAI_API_KEY=[REDACTED]"), "{what}: {text}");
+    }
+    // A rename with a secret is cleaned the same way.
+    ok(&env.agent(&["--rename", &id, "token=ghp_0123456789abcdefghijABCDEF"]));
+    let text = ok(&env.agent(&["--info", &id]));
+    assert!(text.contains("token=[REDACTED]"), "{text}");
+}
+
+/// Issue 21, bug 2: a summary's `token=alpha` stays as it is in compactions.jsonl and the
+/// export; a real secret in the same summary goes.
+#[test]
+fn a_summary_keeps_words_after_token_but_not_secrets() {
+    let env = Env::new();
+    let mut w = env
+        .store()
+        .create(NewSession {
+            title: "t".into(),
+            project_root: env.project(),
+            model: "gemma4".into(),
+        })
+        .unwrap();
+    w.push_message(Message::user("hi")).unwrap();
+    w.compact(
+        volee_store::CompactionRecord {
+            summary: "we chose token=alpha; the key was API_KEY=Xk9fQ2mLzzq1".into(),
+            replaced_messages: 1,
+            tokens_before: 10,
+            tokens_after: 5,
+            model: "gemma4".into(),
+            seq: 0,
+            at_ms: 0,
+        },
+        vec![Message::user("summary")],
+    )
+    .unwrap();
+    w.checkpoint().unwrap();
+    let id = w.id().to_string();
+    drop(w);
+    let lines =
+        std::fs::read_to_string(env.store().session_dir(&id).join("compactions.jsonl")).unwrap();
+    let export = ok(&env.agent(&["--export", &id]));
+    for text in [&lines, &export] {
+        assert!(text.contains("token=alpha"), "{text}");
+        assert!(text.contains("API_KEY=[REDACTED]"), "{text}");
+        assert!(!text.contains("Xk9fQ2mLzzq1"), "{text}");
+    }
+}
+
+/// Issue 21, bugs 3 and 4: `--info --json` reports the size of session.json (a fork's too),
+/// and text `--info` shows the retry counts.
+#[test]
+fn info_reports_session_json_bytes_and_retries() {
+    let env = Env::new();
+    let id = env.session("t", &["hi"]);
+    {
+        let mut w = env.store().open_writer(&id).unwrap();
+        w.state_mut().retry_counts.insert("model".into(), 3);
+        w.checkpoint().unwrap();
+    }
+    let fork = ok(&env.agent(&["--fork", &id])).trim().to_string();
+    for sid in [&id, &fork] {
+        let v = json(&env.agent(&["--info", sid, "--json"]));
+        let len = std::fs::metadata(env.store().session_dir(sid).join("session.json"))
+            .unwrap()
+            .len();
+        assert!(len > 0);
+        assert_eq!(v["session_json_bytes"], len, "{v}");
+        assert_eq!(v["retry_counts"]["model"], 3, "{v}");
+        let text = ok(&env.agent(&["--info", sid]));
+        assert!(
+            text.contains("retries:") && text.contains("model 3"),
+            "{text}"
+        );
+    }
+    let other = env.session("none", &["hi"]);
+    let text = ok(&env.agent(&["--info", &other]));
+    assert!(text.contains("retries:") && text.contains("none"), "{text}");
+}
+
+/// Issue 21, bug 5: with Ollama down, resuming an archived session (or another project's)
+/// says so, not "cannot reach Ollama": the store's checks come first.
+#[test]
+fn resume_refusals_of_the_store_come_before_the_model() {
+    let env = Env::new();
+    let id = env.session("t", &["hi"]);
+    ok(&env.agent(&["--archive", &id]));
+    let err = fails(
+        &env.agent(&["--resume", &id, "--ollama-url", "127.0.0.1:1"]),
+        2,
+    );
+    assert!(err.contains("archived") && !err.contains("Ollama"), "{err}");
+    // The session was not written (no lock taken, nothing answered).
+    ok(&env.agent(&["--unarchive", &id]));
+    // Run from another directory than the session's project.
+    let err = fails(
+        &env.agent(&["--resume", &id, "--ollama-url", "127.0.0.1:1"]),
+        2,
+    );
+    assert!(!err.contains("Ollama"), "{err}");
+}
+
+/// Issue 21, bug 6: the seed's `~/.agent-harness/memory` is mentioned by the listing when it
+/// holds files (volee reads none of them), with the --import route; `--help` says where
+/// sessions live.
+#[test]
+fn the_seed_store_is_mentioned_when_it_holds_files() {
+    let env = Env::new();
+    let quiet = env.agent(&["--list-sessions"]);
+    assert!(!String::from_utf8_lossy(&quiet.stderr).contains("agent-harness"));
+    let seed = env.tmp.path().join("home/.agent-harness/memory");
+    std::fs::create_dir_all(&seed).unwrap();
+    std::fs::write(seed.join("session-1.json"), "{}").unwrap();
+    for args in [&["--list-sessions"][..], &["--list-sessions", "--json"][..]] {
+        let out = env.agent(args);
+        ok(&out);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(".agent-harness/memory holds 1 file that volee does not read")
+                && err.contains("volee agent --import FILE"),
+            "{err}"
+        );
+    }
+    // The JSON on stdout is untouched.
+    assert_eq!(
+        json(&env.agent(&["--list-sessions", "--json"])),
+        serde_json::json!([])
+    );
+    let help = ok(&env.volee(&["agent", "--help"], &[]));
+    assert!(
+        help.contains("$XDG_DATA_HOME/volee/sessions") && help.contains("~/.agent-harness/memory"),
+        "{help}"
+    );
+}

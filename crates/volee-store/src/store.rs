@@ -19,7 +19,7 @@ use crate::model::{
     CompactionRecord, ExportDocument, Message, PendingToolCall, SessionMeta, SessionState,
     ToolCall, TranscriptItem, TranscriptLine, OUTCOME_UNKNOWN, SCHEMA_VERSION,
 };
-use crate::redact::redacted;
+use crate::redact::{redact, redacted};
 
 pub(crate) const SESSION_FILE: &str = "session.json";
 pub(crate) const META_FILE: &str = "meta.json";
@@ -280,7 +280,7 @@ impl Store {
                     return Listed {
                         id,
                         health: Health::Ok,
-                        meta: Some(meta),
+                        meta: Some(clean_title(meta)),
                     };
                 }
             }
@@ -290,7 +290,7 @@ impl Store {
             Ok(state) => Listed {
                 id,
                 health: Health::Ok,
-                meta: Some(state.meta()),
+                meta: Some(clean_title(state.meta())),
             },
             Err(StoreError::NewerSchema { found, .. }) => Listed {
                 id,
@@ -407,17 +407,7 @@ impl Store {
         project_root: &Path,
     ) -> Result<WriterSession> {
         let mut w = self.open_writer(id_or_prefix)?;
-        if w.state.archived {
-            return Err(StoreError::Archived { id: w.id });
-        }
-        let canonical = |p: &Path| fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-        if canonical(&w.state.project_root) != canonical(project_root) {
-            return Err(StoreError::ProjectMismatch {
-                id: w.id.clone(),
-                recorded: w.state.project_root.clone(),
-                given: project_root.to_path_buf(),
-            });
-        }
+        resume_refusal(&w.id, &w.state, project_root)?;
         let pending = std::mem::take(&mut w.state.pending_tool_calls);
         if !pending.is_empty() {
             let mut ids = Vec::new();
@@ -436,6 +426,16 @@ impl Store {
             w.checkpoint()?;
         }
         Ok(w)
+    }
+
+    /// What [`Store::open_for_resume`] would refuse, found by reading only (no lock taken,
+    /// nothing written): a damaged or newer session, an archived one, another project's. The
+    /// agent asks this before it asks the model, so the store's reason comes first.
+    pub fn check_resumable(&self, id_or_prefix: &str, project_root: &Path) -> Result<String> {
+        let id = self.resolve(id_or_prefix)?;
+        let state = self.load(&id)?;
+        resume_refusal(&id, &state, project_root)?;
+        Ok(id)
     }
 
     /// Copy a session into a new independent one with `parent_id`; returns the new id. The
@@ -625,7 +625,10 @@ impl Store {
                 .unwrap_or(0)
         };
         Ok(SessionInfo {
-            meta: state.meta(),
+            meta: SessionMeta {
+                session_json_bytes: len(SESSION_FILE),
+                ..clean_title(state.meta())
+            },
             forked_at_seq: state.forked_at_seq,
             compaction_count: state.compaction_count,
             tool_counts: state.tool_counts.clone(),
@@ -699,6 +702,31 @@ fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Why a session cannot be resumed in `project_root`, if it cannot: archived, or another
+/// project's (canonical paths compared).
+fn resume_refusal(id: &str, state: &SessionState, project_root: &Path) -> Result<()> {
+    if state.archived {
+        return Err(StoreError::Archived { id: id.to_string() });
+    }
+    let canonical = |p: &Path| fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if canonical(&state.project_root) != canonical(project_root) {
+        return Err(StoreError::ProjectMismatch {
+            id: id.to_string(),
+            recorded: state.project_root.clone(),
+            given: project_root.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// A record with its title redacted (a session written before titles were).
+fn clean_title(mut meta: SessionMeta) -> SessionMeta {
+    if let std::borrow::Cow::Owned(title) = redact(&meta.title) {
+        meta.title = title;
+    }
+    meta
+}
+
 pub(crate) fn error_text(e: &StoreError) -> String {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
@@ -749,6 +777,18 @@ pub(crate) fn encode_line<T: Serialize>(path: &Path, value: &T) -> Result<Vec<u8
 
 /// Write `session.json` then `meta.json` (each atomically) and fsync the directory.
 fn write_state_files(dir: &Path, state: &SessionState) -> Result<()> {
+    // A title is shown wherever sessions are listed: a first prompt's secret must not stay there.
+    let clean;
+    let state = match redact(&state.title) {
+        std::borrow::Cow::Borrowed(_) => state,
+        std::borrow::Cow::Owned(title) => {
+            clean = SessionState {
+                title,
+                ..state.clone()
+            };
+            &clean
+        }
+    };
     let session_path = dir.join(SESSION_FILE);
     let meta_path = dir.join(META_FILE);
     let session = serde_json::to_vec(state).map_err(|source| StoreError::Encode {
@@ -955,6 +995,9 @@ impl WriterSession {
                 .and_then(|()| f.sync_data())
                 .map_err(io_err("append to", &path))?;
             self.unsaved_compactions.clear();
+        }
+        if let std::borrow::Cow::Owned(title) = redact(&self.state.title) {
+            self.state.title = title;
         }
         self.state.last_seq = self.next_seq - 1;
         self.state.transcript_bytes = self.transcript_len;
