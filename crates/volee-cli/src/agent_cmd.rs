@@ -19,7 +19,7 @@ const SNIPPET_MAX: usize = 120;
 #[command(group(
     ArgGroup::new("action")
         .multiple(false)
-        .args(["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "import", "delete", "resume", "sync", "sync_serve"])
+        .args(["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "import", "delete", "resume", "sync", "sync_serve", "tag", "untag"])
 ))]
 #[command(group(
     ArgGroup::new("checkpoint_action")
@@ -140,6 +140,17 @@ pub struct AgentArgs {
     /// With --rewind: rewind a new fork of the session and leave the session as it is.
     #[arg(long, requires = "rewind")]
     into_fork: bool,
+    /// Put tags on a session: short words (a-z, 0-9, '.', '_', '-'; up to 32 characters),
+    /// shown by --info and the listing; a tag of [sessions] keep_tagged protects it from
+    /// retention.
+    #[arg(long, num_args = 2.., value_names = ["SESSION_ID", "TAG"])]
+    tag: Option<Vec<String>>,
+    /// Take tags off a session (one it does not have is no error).
+    #[arg(long, num_args = 2.., value_names = ["SESSION_ID", "TAG"])]
+    untag: Option<Vec<String>>,
+    /// With --list-sessions or --search: only sessions with this tag.
+    #[arg(long, value_name = "TAG")]
+    with_tag: Option<String>,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -165,8 +176,22 @@ pub fn run(args: AgentArgs) -> CliResult {
     if let Some(machine) = &args.sync {
         return crate::agent_sync::sync(&store, machine, &args.sync_sessions, args.dry_run, json);
     }
+    if let Some(tag) = &args.with_tag {
+        volee_store::check_tag(tag)?;
+        if !args.list_sessions && args.search.is_none() {
+            return Err(CliError::user(
+                "--with-tag goes with --list-sessions or --search",
+            ));
+        }
+    }
+    let with_tag = args.with_tag.as_deref();
     if args.list_sessions {
-        return list(&store, args.include_archived, json);
+        return list(&store, args.include_archived, with_tag, json);
+    }
+    for (given, add) in [(&args.tag, true), (&args.untag, false)] {
+        if let Some(given) = given {
+            return crate::agent_tags::run(&store, given, add, json);
+        }
     }
     if let Some(pair) = &args.checkpoint {
         let (Some(id), Some(name)) = (pair.first(), pair.get(1)) else {
@@ -184,7 +209,7 @@ pub fn run(args: AgentArgs) -> CliResult {
         return crate::agent_rewind::rewind(&store, id, name, args.into_fork, json);
     }
     if let Some(query) = &args.search {
-        return search(&store, query, args.include_archived, json);
+        return search(&store, query, args.include_archived, with_tag, json);
     }
     if let Some(id) = &args.info {
         return info(&store, id, json);
@@ -321,8 +346,11 @@ fn age(ms: u64) -> String {
     ago(now_secs().saturating_sub(ms / 1000))
 }
 
-fn list(store: &Store, include_archived: bool, json: bool) -> CliResult {
-    let sessions = store.list(include_archived)?;
+fn list(store: &Store, include_archived: bool, with_tag: Option<&str>, json: bool) -> CliResult {
+    let mut sessions = store.list(include_archived)?;
+    if let Some(tag) = with_tag {
+        sessions.retain(|l| crate::agent_tags::has_tag(l.meta.as_ref(), tag));
+    }
     // On stderr: the listing (and its JSON) stays what it is.
     if let Some(note) =
         crate::agent_seed_store::note(crate::agent_seed_store::home().as_deref(), store.root())
@@ -335,7 +363,13 @@ fn list(store: &Store, include_archived: bool, json: bool) -> CliResult {
         return print_json(&rows);
     }
     if sessions.is_empty() {
-        out(&format!("no sessions in {}", store.root().display()));
+        match with_tag {
+            Some(tag) => out(&format!(
+                "no sessions tagged {tag} in {}",
+                store.root().display()
+            )),
+            None => out(&format!("no sessions in {}", store.root().display())),
+        }
         return Ok(());
     }
     let mut rows = vec![[
@@ -350,9 +384,10 @@ fn list(store: &Store, include_archived: bool, json: bool) -> CliResult {
                 age(m.updated_at_ms),
                 m.message_count.to_string(),
                 format!(
-                    "{}{}",
+                    "{}{}{}",
                     plain_text(&m.title, TITLE_MAX),
-                    if m.archived { " (archived)" } else { "" }
+                    if m.archived { " (archived)" } else { "" },
+                    crate::agent_tags::shown(&m.tags)
                 ),
             ),
             (_, Health::NewerSchema { schema_version }) => (
@@ -397,8 +432,17 @@ fn columns(rows: &[[String; 4]]) -> String {
     text
 }
 
-fn search(store: &Store, query: &str, include_archived: bool, json: bool) -> CliResult {
-    let hits = store.search(query, include_archived)?;
+fn search(
+    store: &Store,
+    query: &str,
+    include_archived: bool,
+    with_tag: Option<&str>,
+    json: bool,
+) -> CliResult {
+    let mut hits = store.search(query, include_archived)?;
+    if let Some(tag) = with_tag {
+        hits.retain(|h| h.tags.iter().any(|t| t == tag));
+    }
     if json {
         let rows: Vec<serde_json::Value> = hits
             .iter()
@@ -419,10 +463,11 @@ fn search(store: &Store, query: &str, include_archived: bool, json: bool) -> Cli
     let mut text = String::new();
     for h in &hits {
         text.push_str(&format!(
-            "{}  {}{}  ({} matching line{})\n",
+            "{}  {}{}{}  ({} matching line{})\n",
             h.id,
             plain_text(&h.title, TITLE_MAX),
             if h.archived { " (archived)" } else { "" },
+            crate::agent_tags::shown(&h.tags),
             h.transcript_matches,
             if h.transcript_matches == 1 { "" } else { "s" }
         ));
@@ -474,6 +519,14 @@ fn info(store: &Store, id: &str, json: bool) -> CliResult {
         (
             "archived",
             if m.archived { "yes" } else { "no" }.to_string(),
+        ),
+        (
+            "tags",
+            if m.tags.is_empty() {
+                "none".to_string()
+            } else {
+                m.tags.join(", ")
+            },
         ),
         ("messages", m.message_count.to_string()),
         (

@@ -253,7 +253,8 @@ impl From<volee_store::StoreError> for CliError {
             StoreError::InvalidCheckpointName { .. }
             | StoreError::CheckpointExists { .. }
             | StoreError::UnknownCheckpoint { .. }
-            | StoreError::CheckpointMidTurn { .. } => Exit::User,
+            | StoreError::CheckpointMidTurn { .. }
+            | StoreError::InvalidTag { .. } => Exit::User,
             StoreError::InvalidId { .. }
             | StoreError::UnknownId { .. }
             | StoreError::Ambiguous { .. }
@@ -271,6 +272,9 @@ impl From<volee_store::StoreError> for CliError {
         };
         let err = CliError::from_error(exit, &e);
         match &e {
+            StoreError::InvalidTag { .. } => {
+                err.hint("a tag is a short word: a-z, 0-9, '.', '_', '-', up to 32 characters, e.g. keep")
+            }
             StoreError::CheckpointExists { id, name } => err.hint(format!(
                 "checkpoint names are not reused: pick another, or rewind to it: volee agent --rewind {id} {name}"
             )),

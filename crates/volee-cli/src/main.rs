@@ -6,6 +6,7 @@ mod agent_loop;
 mod agent_rewind;
 mod agent_seed_store;
 mod agent_sync;
+mod agent_tags;
 mod ask;
 mod attach;
 mod browse;

@@ -866,3 +866,42 @@ fn the_seed_store_is_mentioned_when_it_holds_files() {
         "{help}"
     );
 }
+
+/// Issue 21, item 3: `--tag`, `--untag`, `--list-sessions --with-tag`, `--search --with-tag`,
+/// shown by `--info` and the listing; bad tags refused (exit 2); refused while held.
+#[test]
+fn tags_are_set_listed_filtered_and_validated() {
+    let env = Env::new();
+    let a = env.session("Alpha work", &["cache alpha"]);
+    let b = env.session("Beta work", &["cache beta"]);
+    let out = ok(&env.agent(&["--tag", &a, "keep", "bug-21"]));
+    assert!(out.contains("tags bug-21, keep"), "{out}");
+    ok(&env.agent(&["--tag", &b, "bug-21"]));
+    let v = json(&env.agent(&["--untag", &b, "bug-21", "--json"]));
+    assert_eq!(v["tags"], serde_json::json!([]));
+    let list = ok(&env.agent(&["--list-sessions"]));
+    assert!(list.contains("Alpha work [bug-21, keep]"), "{list}");
+    let only = json(&env.agent(&["--list-sessions", "--with-tag", "keep", "--json"]));
+    assert_eq!(only.as_array().unwrap().len(), 1, "{only}");
+    assert_eq!(only[0]["id"], a.as_str());
+    assert_eq!(only[0]["tags"], serde_json::json!(["bug-21", "keep"]));
+    let hits = json(&env.agent(&["--search", "cache", "--with-tag", "keep", "--json"]));
+    assert_eq!(hits.as_array().unwrap().len(), 1, "{hits}");
+    assert_eq!(hits[0]["id"], a.as_str());
+    let none = ok(&env.agent(&["--list-sessions", "--with-tag", "nope"]));
+    assert!(none.starts_with("no sessions tagged nope"), "{none}");
+    let info = ok(&env.agent(&["--info", &a]));
+    assert!(
+        info.contains("tags:") && info.contains("bug-21, keep"),
+        "{info}"
+    );
+    let err = fails(&env.agent(&["--tag", &a, "Not OK"]), 2);
+    assert!(
+        err.contains("invalid tag") && err.contains("hint:"),
+        "{err}"
+    );
+    fails(&env.agent(&["--list-sessions", "--with-tag", "BAD"]), 2);
+    let _held = env.store().open_writer(&a).unwrap();
+    let err = fails(&env.agent(&["--tag", &a, "x"]), 2);
+    assert!(err.contains("in use"), "{err}");
+}

@@ -121,6 +121,7 @@ fn export_of(bytes: usize, project: &Path) -> ExportDocument {
             transcript_bytes: 0,
             synced_from: None,
             imported_from: None,
+            tags: Vec::new(),
         },
         transcript,
         compactions: vec![record],

@@ -73,6 +73,9 @@ pub enum StoreError {
     /// `volee agent --import --keep-id`: a session with the export's id exists here.
     #[error("session {id} exists here already, so --keep-id cannot keep its id")]
     IdTaken { id: String },
+    /// A tag that is not a short word (`[a-z0-9][a-z0-9._-]{0,31}`).
+    #[error("invalid tag {tag:?}: {reason}")]
+    InvalidTag { tag: String, reason: &'static str },
     /// A checkpoint name that is not a short word (`[A-Za-z0-9._-]{1,64}`).
     #[error("invalid checkpoint name {name:?}: {reason}")]
     InvalidCheckpointName { name: String, reason: &'static str },

@@ -784,6 +784,7 @@ mod tests {
                 transcript_bytes: 0,
                 synced_from: None,
                 imported_from: None,
+                tags: Vec::new(),
             },
             transcript,
             compactions: Vec::new(),

@@ -37,6 +37,7 @@ mod redact;
 mod search;
 mod store;
 mod sync;
+mod tags;
 
 pub use checkpoint::{
     check_checkpoint_name, ChangedCall, Checkpoint, ListedCheckpoint, RewindRecord,
@@ -58,6 +59,7 @@ pub use redact::{redact, redact_value, REDACTED};
 pub use search::{SearchHit, SearchStats, Snippet};
 pub use store::{now_ms, Health, Listed, NewSession, SessionInfo, Store, WriterSession};
 pub use sync::{digest_of, is_digest, Bundle, ManifestEntry, MAX_BUNDLE_LINE};
+pub use tags::{check_tag, MAX_TAGS};
 
 /// Read a session's transcript (tolerant of a torn last line), e.g. for tests and tools.
 pub fn read_transcript(store: &Store, id: &str) -> Result<JsonlRead<TranscriptLine>> {

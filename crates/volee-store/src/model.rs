@@ -175,6 +175,10 @@ pub struct SessionState {
     /// session's id there. Absent otherwise; an older volee ignores it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imported_from: Option<ImportNote>,
+    /// Short words the user gave it (`volee agent --tag`), sorted, each once
+    /// ([`crate::check_tag`]). Absent when none; an older volee ignores it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
 }
 
 /// Why a session is a fork made by `volee agent --sync`: the other machine's version of a
@@ -226,6 +230,7 @@ impl SessionState {
             pending_tool_calls: self.pending_tool_calls.len() as u64,
             usage: self.usage,
             session_json_bytes: 0,
+            tags: self.tags.clone(),
         }
     }
 }
@@ -261,6 +266,9 @@ pub struct SessionMeta {
     /// newer `session.json` by its size without parsing it (0: unknown).
     #[serde(default)]
     pub session_json_bytes: u64,
+    /// The session's tags (`volee agent --tag`), as in `session.json`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
 }
 
 /// One line of `transcript.jsonl`.

@@ -27,6 +27,9 @@ pub struct SearchHit {
     pub id: String,
     pub title: String,
     pub archived: bool,
+    /// The session's tags (`volee agent --tag`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
     pub updated_at_ms: u64,
     pub title_matches: bool,
     /// Transcript lines that match.
@@ -143,6 +146,11 @@ fn search_session(
             id: listed.id.clone(),
             title,
             archived: listed.archived(),
+            tags: listed
+                .meta
+                .as_ref()
+                .map(|m| m.tags.clone())
+                .unwrap_or_default(),
             updated_at_ms: listed.updated_at_ms(),
             title_matches,
             transcript_matches,

@@ -338,6 +338,7 @@ impl Store {
                 transcript_bytes: 0,
                 synced_from: None,
                 imported_from: None,
+                tags: Vec::new(),
             };
             let tmp = self.root.join(format!(".new-{id}-{}", std::process::id()));
             ensure_private_dir(&tmp)?;
