@@ -98,8 +98,9 @@ pub struct AgentArgs {
     #[arg(long, requires = "import")]
     keep_id: bool,
     /// With --import: the project directory the session works on here (default: the
-    /// export's); it must exist.
-    #[arg(long, value_name = "DIR", requires = "import")]
+    /// export's); with --fork: the fork's project directory (the fork resumes there). It must
+    /// exist.
+    #[arg(long, value_name = "DIR")]
     project: Option<PathBuf>,
     /// Delete a session for good (needs --yes).
     #[arg(long, value_name = "SESSION_ID")]
@@ -165,9 +166,12 @@ pub fn run(args: AgentArgs) -> CliResult {
     );
     let json = args.json;
     // clap's `requires` lets these through beside another action flag of the group.
-    if args.import.is_none() && (args.keep_id || args.project.is_some()) {
+    if args.import.is_none() && args.keep_id {
+        return Err(CliError::user("--keep-id goes with --import FILE"));
+    }
+    if args.import.is_none() && args.fork.is_none() && args.project.is_some() {
         return Err(CliError::user(
-            "--keep-id and --project go with --import FILE",
+            "--project goes with --import FILE or --fork SESSION_ID",
         ));
     }
     if args.sync_serve {
@@ -227,6 +231,25 @@ pub fn run(args: AgentArgs) -> CliResult {
     }
     if let Some(id) = &args.fork {
         let parent = store.resolve(id)?;
+        if let Some(dir) = &args.project {
+            if !dir.is_dir() {
+                let mut e =
+                    CliError::user(format!("--project {}: not a directory here", dir.display()));
+                e.hints
+                    .push("give the checkout the fork should work on; it must exist".into());
+                return Err(e);
+            }
+            let (new, root) = store.fork_to_project(&parent, dir)?;
+            return done(
+                json,
+                serde_json::json!({"id": new, "parent_id": parent, "project_root": root}),
+                &format!(
+                    "{new}\nforked into {}; resume it there: cd {} && volee agent --resume {new}",
+                    root.display(),
+                    root.display()
+                ),
+            );
+        }
         let new = store.fork(&parent)?;
         return done(
             json,

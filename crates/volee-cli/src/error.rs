@@ -299,7 +299,7 @@ impl From<volee_store::StoreError> for CliError {
             }
             StoreError::Archived { id } => err.hint(format!("unarchive it first: volee agent --unarchive {id}")),
             StoreError::ProjectMismatch { id, recorded, .. } => err.hint(format!(
-                "run it from {}, or fork it and resume the fork there: volee agent --fork {id}",
+                "run it from {}, or fork it into this directory and resume the fork: volee agent --fork {id} --project .",
                 recorded.display()
             )),
             StoreError::Corrupt { id, .. } => err.hint(format!(

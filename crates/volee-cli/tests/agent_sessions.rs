@@ -666,7 +666,7 @@ fn import_export_round_trip_keep_id_and_info() {
         v["project_root"],
         std::fs::canonicalize(&other).unwrap().to_str().unwrap()
     );
-    // --project and --keep-id go with --import only.
+    // --keep-id goes with --import only (--project with --import or --fork).
     fails(&env.agent(&["--list-sessions", "--keep-id"]), 2);
 }
 
@@ -904,4 +904,41 @@ fn tags_are_set_listed_filtered_and_validated() {
     let _held = env.store().open_writer(&a).unwrap();
     let err = fails(&env.agent(&["--tag", &a, "x"]), 2);
     assert!(err.contains("in use"), "{err}");
+}
+
+/// Issue 21, item 5: `--fork ID --project DIR` re-roots the fork, so the resume hint for another
+/// project's session ("fork it into this directory") works; a missing DIR is refused.
+#[test]
+fn a_fork_into_another_project_is_re_rooted() {
+    let env = Env::new();
+    let id = env.session("t", &["hi"]);
+    let other = env.tmp.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let v = json(&env.agent(&[
+        "--fork",
+        &id,
+        "--project",
+        other.to_str().unwrap(),
+        "--json",
+    ]));
+    let fork = v["id"].as_str().unwrap().to_string();
+    let root = other.canonicalize().unwrap();
+    assert_eq!(v["project_root"], root.to_str().unwrap());
+    assert_eq!(env.store().load(&fork).unwrap().project_root, root);
+    assert_eq!(env.store().load(&id).unwrap().project_root, env.project());
+    // The store accepts the fork for resume there (what the agent loop checks first).
+    env.store().check_resumable(&fork, &root).unwrap();
+    assert!(env.store().check_resumable(&id, &root).is_err());
+    let text = ok(&env.agent(&["--fork", &id, "--project", other.to_str().unwrap()]));
+    assert!(text.contains("volee agent --resume"), "{text}");
+    let err = fails(
+        &env.agent(&["--fork", &id, "--project", "/nonexistent/dir"]),
+        2,
+    );
+    assert!(
+        err.contains("not a directory") && err.contains("hint:"),
+        "{err}"
+    );
+    let err = fails(&env.agent(&["--list-sessions", "--project", "/tmp"]), 2);
+    assert!(err.contains("--project goes with"), "{err}");
 }

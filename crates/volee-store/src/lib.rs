@@ -27,6 +27,7 @@
 mod checkpoint;
 mod error;
 mod files;
+mod fork_project;
 mod ids;
 mod import;
 mod jsonl;
@@ -44,6 +45,7 @@ pub use checkpoint::{
     FILE_CHANGING_TOOLS, REWOUND_EVENT,
 };
 pub use error::{Result, StoreError};
+pub use fork_project::REPROJECTED_EVENT;
 pub use ids::check_id;
 pub use import::{
     check_export, export_schema, export_schema_text, parse_export, ImportOptions, ImportProblem,
