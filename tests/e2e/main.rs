@@ -18,6 +18,7 @@ mod planted;
 mod push;
 mod remote;
 mod remote_cli;
+mod restore;
 mod sessions;
 mod states;
 mod tmux_front;

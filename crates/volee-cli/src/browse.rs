@@ -926,6 +926,9 @@ mod tests {
             machine: None,
             reachable: true,
             unreachable_since: None,
+            restorable: false,
+            placement: None,
+            restored: Vec::new(),
         };
         let (rows, joined) = rows_of(vec![agent], index.sessions().unwrap());
         assert_eq!(rows.len(), 1, "the session is listed as its agent only");

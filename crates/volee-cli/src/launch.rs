@@ -354,23 +354,19 @@ pub fn resume_session_beside(
     agent_of(ask(&Request::Launch(req))?)
 }
 
-/// `volee resume ID`: relaunch an ended agent with its harness's resume line and session id (the
-/// generic profile reruns its command), in the same tmux session, under the same name.
-pub fn resume(id: &str, as_json: bool, join: bool) -> CliResult {
-    let old = show(id)?;
-    if old.machine.is_some() {
-        return Err(error::resume_on_machine(&old));
-    }
-    if !old.state.is_final() {
-        return Err(error::still_running(&old));
-    }
+/// The line that resumes ended agent `old`: its profile's resume line with its session id (the
+/// generic profile: its command again), joined to volee's MCP server again when it was
+/// (`volee resume`, `volee restore`).
+pub(crate) fn resume_line(
+    old: &volee_protocol::AgentView,
+    join: bool,
+) -> CliResult<crate::launch_plan::Line> {
     let profile = volee_harness::profile(&old.harness).ok_or_else(|| {
         CliError::user(format!(
             "agent {} has an unknown harness {:?}",
             old.id, old.harness
         ))
     })?;
-    volee_tmux::server::version()?;
     let what = if old.harness == "generic" {
         if old.command.is_empty() {
             return Err(CliError::user(format!(
@@ -385,7 +381,7 @@ pub fn resume(id: &str, as_json: bool, join: bool) -> CliResult {
         let session = match old.session_id.as_deref() {
             Some(s) => s,
             None if !needs_id => "",
-            None => return Err(error::no_session_id(&old)),
+            None => return Err(error::no_session_id(old)),
         };
         What::Harness(
             &profile,
@@ -401,7 +397,21 @@ pub fn resume(id: &str, as_json: bool, join: bool) -> CliResult {
             },
         )
     };
-    let line = crate::launch_plan::line(what)?;
+    crate::launch_plan::line(what)
+}
+
+/// `volee resume ID`: relaunch an ended agent with its harness's resume line and session id (the
+/// generic profile reruns its command), in the same tmux session, under the same name.
+pub fn resume(id: &str, as_json: bool, join: bool) -> CliResult {
+    let old = show(id)?;
+    if old.machine.is_some() {
+        return Err(error::resume_on_machine(&old));
+    }
+    if !old.state.is_final() {
+        return Err(error::still_running(&old));
+    }
+    volee_tmux::server::version()?;
+    let line = resume_line(&old, join)?;
     let (socket, session) = match &old.host {
         Host::Tmux {
             socket, session, ..

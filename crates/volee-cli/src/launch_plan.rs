@@ -96,6 +96,8 @@ pub fn request(
         session_id: line.session_id,
         hooks_extension: line.hooks_extension,
         typed_prompt: line.typed_prompt,
+        restore: None,
+        window: None,
         cwd: place.cwd,
         name: place.name,
         env,

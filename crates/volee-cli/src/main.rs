@@ -28,6 +28,7 @@ mod pane_exec;
 mod probe;
 mod profiles;
 mod program;
+mod restore;
 mod send;
 mod serve;
 mod sessions_cmd;
@@ -147,6 +148,30 @@ there; a file in volee's export format comes in with --import FILE."
         /// Give it volee's MCP tools (as `launch --join`); kept anyway when it had them.
         #[arg(long)]
         join: bool,
+    },
+    /// Bring back agents stopped because their tmux server went away (killed, crashed, a
+    /// reboot): into the same session, window and cwd, with the same name and id, resumed with
+    /// their own conversation.
+    #[command(after_help = "Examples:
+  volee restore --all --dry-run     what would come back, and what cannot (and why)
+  volee restore --all
+  volee restore k3f9 fix-auth       these two only
+
+Restorable agents show restorable: true in volee ls --all --json; they are kept until restored
+or removed (volee rm). volee resume ID is different: it starts a new agent beside you.")]
+    Restore {
+        /// The agents (ids, prefixes or names); or --all.
+        ids: Vec<String>,
+        /// Every restorable agent.
+        #[arg(long, conflicts_with = "ids")]
+        all: bool,
+        /// Print the plan (and what cannot be restored, and why); change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print JSON: one object per agent (action, note, session, window, cwd, the agent
+        /// after the restore).
+        #[arg(long)]
+        json: bool,
     },
     /// Bring this terminal to the agent's pane (inside tmux: switch; outside: attach; MACHINE:ID:
     /// attach there over volee's ssh connection).
@@ -352,6 +377,12 @@ fn main() {
         Command::Wait { id, until, timeout } => commands::wait(&id, &until, timeout),
         Command::Attach { id } => attach::attach(&id),
         Command::Resume { id, json, join } => launch::resume(&id, json, join),
+        Command::Restore {
+            ids,
+            all,
+            dry_run,
+            json,
+        } => restore::restore(&ids, all, dry_run, json),
         Command::Stop {
             id,
             remove_worktree,

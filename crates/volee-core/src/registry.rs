@@ -67,6 +67,13 @@ pub struct AgentRecord {
     /// tokens existed and for discovered ones, which accept hooks without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook_token: Option<volee_protocol::HookToken>,
+    /// Where it sat in tmux (window name, index, layout, pane index), as last listed: what
+    /// `volee restore` rebuilds after its server is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<volee_protocol::Placement>,
+    /// When `volee restore` brought it back (it keeps its id).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restored: Vec<Millis>,
     pub pid: Option<u32>,
     pub created_at: Millis,
     pub ended_at: Option<Millis>,
@@ -99,6 +106,8 @@ impl AgentRecord {
             worktree: None,
             typed_prompt: None,
             hook_token: None,
+            placement: None,
+            restored: Vec::new(),
             pid: None,
             created_at: now,
             ended_at: None,
@@ -120,6 +129,16 @@ impl AgentRecord {
     /// Ended for good: its process is gone.
     pub fn is_ended(&self) -> bool {
         self.decision.state.is_final()
+    }
+
+    /// Stopped because its host went away (its tmux server gone: killed, crashed, a reboot), and
+    /// something to resume it with is known (a harness session id, or a command to run again):
+    /// `volee restore` brings it back. Kept past the ended agents' retention until restored or
+    /// removed.
+    pub fn is_restorable(&self) -> bool {
+        self.is_ended()
+            && self.signals.host_lost.is_some()
+            && (self.session_id.is_some() || !self.command.is_empty())
     }
 
     /// Re-run the arbiter; returns true when the visible state changed.
@@ -167,6 +186,9 @@ impl AgentRecord {
             machine: None,
             reachable: true,
             unreachable_since: None,
+            restorable: self.is_restorable(),
+            placement: self.placement.clone(),
+            restored: self.restored.iter().map(|t| rfc3339(*t)).collect(),
         }
     }
 
@@ -373,6 +395,11 @@ impl Registry {
     /// the launch's record is inserted or [`Registry::release`]d.
     pub fn reserve(&mut self, id: &str, name: &str) {
         self.reserved.insert(id.to_string(), name.to_string());
+    }
+
+    /// Is a launch holding `id` now?
+    pub fn is_reserved(&self, id: &str) -> bool {
+        self.reserved.contains_key(id)
     }
 
     /// The launch holding `id` ended (recorded or failed).
@@ -635,6 +662,8 @@ impl Registry {
         self.agents
             .values()
             .filter(|a| a.is_ended() && a.ended_at.unwrap_or(a.created_at) < cutoff)
+            // A restorable agent waits for `volee restore` or `volee rm`.
+            .filter(|a| !a.is_restorable())
             .map(|a| a.id.clone())
             .collect()
     }
@@ -685,6 +714,29 @@ mod tests {
             signal: None,
         });
         r.reevaluate(2000, &ArbiterConfig::default());
+    }
+
+    #[test]
+    fn an_agent_whose_host_went_away_is_restorable_and_kept_past_retention() {
+        let mut reg = Registry::default();
+        let mut lost = record("ab12", "lost");
+        lost.signals.host_lost = Some(2000);
+        lost.reevaluate(2000, &ArbiterConfig::default());
+        assert_eq!(lost.state(), AgentState::Stopped);
+        assert!(lost.is_restorable());
+        assert!(lost.view().restorable);
+        let mut done = record("cd34", "done");
+        end(&mut done);
+        assert!(!done.is_restorable(), "an exit is not a lost host");
+        let mut bare = record("ef56", "bare");
+        bare.command.clear();
+        bare.signals.host_lost = Some(2000);
+        bare.reevaluate(2000, &ArbiterConfig::default());
+        assert!(!bare.is_restorable(), "nothing to resume it with");
+        reg.insert(lost);
+        reg.insert(done);
+        reg.insert(bare);
+        assert_eq!(reg.expired(u64::MAX), vec!["cd34".to_string(), "ef56".to_string()]);
     }
 
     #[test]

@@ -139,6 +139,8 @@ mod tests {
             hooks_extension,
             zellij_session: None,
             typed_prompt: None,
+            restore: None,
+            window: None,
         }
     }
 

@@ -15,8 +15,9 @@ pub mod zellij;
 /// Bumped whenever a request or response changes shape; a CLI that sees another version restarts
 /// the daemon (the registry survives, see `docs/ARCHITECTURE.md`). 4: keep-alives (a client that
 /// expects them must not take an older daemon's silence for a stopped daemon). 6: machines
-/// (`machine`, `reachable` on agents; `WatchAll`, `Machines`, `RunOn`).
-pub const PROTOCOL_VERSION: u32 = 6;
+/// (`machine`, `reachable` on agents; `WatchAll`, `Machines`, `RunOn`). 7: restore
+/// (`restorable`, `placement` on agents; `restore`, `window` on launches).
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// How often the daemon sends [`Response::KeepAlive`] on a connection that waits.
 pub const KEEPALIVE_SECS: u64 = 2;
@@ -201,6 +202,27 @@ pub struct AgentView {
     /// RFC 3339 time its machine stopped answering (while `reachable` is false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unreachable_since: Option<String>,
+    /// Stopped because its host went away (a tmux server gone, a reboot) and resumable: `volee
+    /// restore` brings it back into its place with its conversation and this id.
+    #[serde(default)]
+    pub restorable: bool,
+    /// Where it sat in tmux, as last seen: what `volee restore` rebuilds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
+    /// RFC 3339 times it was restored by `volee restore`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restored: Vec<String>,
+}
+
+/// An agent's place in tmux beyond its ids (which a new server does not keep): the window's
+/// name, index and layout, and the pane's index in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    pub window_name: String,
+    pub window_index: u32,
+    /// `#{window_layout}`, for `select-layout` once every pane of the window is back.
+    pub window_layout: String,
+    pub pane_index: u32,
 }
 
 fn reachable_default() -> bool {
@@ -298,6 +320,21 @@ pub struct LaunchRequest {
     /// idle), for a harness with no flag that keeps its session interactive (Aider).
     #[serde(default)]
     pub typed_prompt: Option<String>,
+    /// `volee restore`: the restorable agent this launch brings back (it keeps that id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<String>,
+    /// `volee restore`: the tmux window to open the pane in — split into the window of that
+    /// name in the session when there is one, else a new window of that name at that index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowPlace>,
+}
+
+/// Where `volee restore` opens a pane: in the window named `name` (split into it when it exists
+/// in the session, else a new window of that name, at `index` when that index is free).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowPlace {
+    pub name: String,
+    pub index: Option<u32>,
 }
 
 fn generic_fit() -> ProfileFit {

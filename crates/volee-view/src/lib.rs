@@ -201,6 +201,9 @@ pub(crate) mod test_support {
             machine: None,
             reachable: true,
             unreachable_since: None,
+            restorable: false,
+            placement: None,
+            restored: Vec::new(),
         }
     }
 }

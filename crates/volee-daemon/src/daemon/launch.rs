@@ -104,6 +104,7 @@ impl Daemon {
                         ("@volee-name", name.clone()),
                         ("@volee-harness", req.harness.clone()),
                     ],
+                    place: req.window.clone(),
                 });
                 Box::pin(async move {
                     let o = open.await?;
@@ -148,6 +149,27 @@ impl Daemon {
                 hints: vec![format!("known harnesses: {}", names.join(", "))],
             });
         }
+        // `volee restore`: the agent comes back with its own id and name.
+        if let Some(old) = &req.restore {
+            let agent = self
+                .registry
+                .get(old)
+                .ok_or_else(|| RequestError::user(format!("no agent {old} to restore")))?;
+            if !agent.is_restorable() {
+                return Err(RequestError::user(format!(
+                    "agent {old} ({}) is not restorable: it is {} ({})",
+                    agent.name, agent.decision.state, agent.decision.evidence
+                )));
+            }
+            if self.registry.is_reserved(old) {
+                return Err(RequestError::user(format!(
+                    "agent {old} is being restored already"
+                )));
+            }
+            let volee_bin = std::env::current_exe()
+                .map_err(|_| RequestError::Internal("cannot find the volee executable".into()))?;
+            return Ok((old.clone(), agent.name.clone(), volee_bin));
+        }
         let name = match &req.name {
             Some(n) => {
                 self.registry
@@ -180,6 +202,12 @@ impl Daemon {
             self.on_connected(key, Ok(conn));
         }
         let req = &l.req;
+        // A restored agent: its old record gives way to the new one (kept to put back if the
+        // launch fails after all), which keeps its place and the times it was restored.
+        let replaced = req
+            .restore
+            .as_ref()
+            .and_then(|id| self.forget_for_restore(id));
         let mut record = AgentRecord::launched(
             NewAgent {
                 id: l.id.clone(),
@@ -209,6 +237,11 @@ impl Daemon {
         record.typed_prompt = req.typed_prompt.clone().filter(|p| !p.is_empty());
         record.worktree = crate::worktree::linked_worktree(Path::new(&req.cwd));
         record.host_env = o.host_env.clone();
+        if let Some(old) = &replaced {
+            record.placement = old.placement.clone();
+            record.restored = old.restored.clone();
+            record.restored.push(now_ms());
+        }
         let view = record.view();
         self.hosts.index(&record);
         self.registry.insert(record);
@@ -227,6 +260,9 @@ impl Daemon {
                 let _ = pane.close().await;
             });
             self.forget(&l.id);
+            if let Some(old) = replaced {
+                self.registry.insert(old);
+            }
             let _ = l.reply.send(e.response());
             return;
         }

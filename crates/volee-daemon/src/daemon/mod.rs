@@ -564,13 +564,19 @@ impl Daemon {
 
     /// Remove an ended agent, its dead pane and everything kept about it.
     fn forget(&mut self, id: &str) {
+        let _ = self.forget_for_restore(id);
+    }
+
+    /// [`Daemon::forget`], giving back the record (`volee restore` replaces it with the
+    /// restored agent, and puts it back if that launch fails).
+    fn forget_for_restore(&mut self, id: &str) -> Option<AgentRecord> {
         self.typing.forget(id);
         self.screens.forget(id);
         self.sources.forget(id);
         self.discovery.forget(id);
         self.hosts.tmux.exit_seen(id);
-        if let Some(agent) = self.registry.remove(id) {
-            self.hosts.forget(&agent);
-        }
+        let agent = self.registry.remove(id)?;
+        self.hosts.forget(&agent);
+        Some(agent)
     }
 }

@@ -325,12 +325,16 @@ impl Daemon {
             .map(|a| Known {
                 id: &a.id,
                 host: &a.host,
+                placement: a.placement.as_ref(),
                 pid: a.pid,
                 ended: a.is_ended(),
                 origin: a.origin,
             })
             .collect();
         let r = panes::reconcile(socket, &rows, &known, now);
+        for (id, placement) in r.placed {
+            self.registry.edit(&id, |a| a.placement = Some(placement));
+        }
         for (id, host, pid) in r.moved {
             self.registry.edit(&id, |a| {
                 a.host = host;
@@ -394,6 +398,7 @@ impl Daemon {
             &self.arbiter(),
         );
         record.pid = row.pid;
+        record.placement = row.placement.clone();
         if let Some(activity) = row.activity {
             record.created_at = (activity * 1000).min(now);
             record.state_since = record.created_at;

@@ -210,6 +210,11 @@ fn clean_view(mut v: AgentView, machine: &str) -> Option<AgentView> {
         },
         Host::None => Host::None,
     };
+    if let Some(p) = v.placement.as_mut() {
+        p.window_name = clean(&p.window_name, 256);
+        p.window_layout = clean(&p.window_layout, 4096);
+    }
+    v.restored = v.restored.iter().take(64).map(|t| clean(t, 40)).collect();
     v.machine = Some(machine.to_string());
     v.reachable = true;
     v.unreachable_since = None;

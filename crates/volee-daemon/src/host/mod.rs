@@ -349,7 +349,10 @@ impl Hosts {
         match PaneKey::of(&agent.host) {
             Some(PaneKey::Tmux { socket, pane }) => {
                 self.tmux.forget_checks(&socket, &pane);
-                tmux::close_if_dead(socket, pane);
+                // Its server gone, its pane id may be another pane's on a new server there.
+                if agent.signals().host_lost.is_none() {
+                    tmux::close_if_dead(socket, pane);
+                }
             }
             Some(PaneKey::Zellij { session, pane }) => self.zellij.forget_pane(&session, pane),
             None => {}

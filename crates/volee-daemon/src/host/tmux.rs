@@ -101,6 +101,10 @@ pub struct OpenTmux {
     pub command: Vec<String>,
     /// Pane options that mark it as volee's: `@volee-agent`, `@volee-name`, `@volee-harness`.
     pub marks: Vec<(&'static str, String)>,
+    /// `volee restore`: into the window of this name (split into it when the session has one,
+    /// else a new window of that name at that index when free); the session is made when
+    /// missing.
+    pub place: Option<volee_protocol::WindowPlace>,
 }
 
 /// A pane opened for a new agent.
@@ -374,6 +378,10 @@ impl TmuxHost {
             ControlEvent::WindowClose { .. }
             | ControlEvent::LayoutChange { .. }
             | ControlEvent::SessionsChanged => Some(HostEvent::ServerChanged(key.socket.clone())),
+            // A renamed window changes where `volee restore` puts its agents back.
+            ControlEvent::Other { line } if line.starts_with(b"%window-renamed ") => {
+                Some(HostEvent::ServerChanged(key.socket.clone()))
+            }
             _ => None,
         }
     }
@@ -578,22 +586,17 @@ impl TmuxHost {
         let conn_tx = self.conn_tx.clone();
         async move {
             let server = TmuxServer::new(&o.socket);
-            let session = target_session(&server, &o).await?;
-            let mut args: Vec<String> = vec![
-                "new-window".into(),
-                "-d".into(),
-                "-P".into(),
-                "-F".into(),
-                fields_format(&["window_id", "pane_id", "pane_pid", "session_name"]),
-                "-t".into(),
-                format!("={session}:"),
-                "-c".into(),
-                o.cwd.clone(),
-                "-n".into(),
-                o.window_name.clone(),
-            ];
-            args.extend(o.command.iter().cloned());
-            let out = server.run_async(&args).await?;
+            let out = match &o.place {
+                Some(place) => open_in_place(&server, &o, place).await?,
+                None => {
+                    let session = target_session(&server, &o).await?;
+                    let mut args = open_args("new-window", &o);
+                    args.extend(["-t".into(), format!("={session}:"), "-n".into()]);
+                    args.push(o.window_name.clone());
+                    args.extend(o.command.iter().cloned());
+                    server.run_async(&args).await?
+                }
+            };
             let created = split_fields(out.trim_end().as_bytes());
             let [window, pane, pid, session] = created.as_slice() else {
                 return Err(HostError::Unexpected(
@@ -680,6 +683,86 @@ async fn connect(
         return Err(reply.text());
     }
     Ok(conn)
+}
+
+/// `tmux VERB -d -P -F FIELDS -c CWD` of a pane opened for an agent (the rest follows).
+fn open_args(verb: &str, o: &OpenTmux) -> Vec<String> {
+    vec![
+        verb.into(),
+        "-d".into(),
+        "-P".into(),
+        "-F".into(),
+        fields_format(&["window_id", "pane_id", "pane_pid", "session_name"]),
+        "-c".into(),
+        o.cwd.clone(),
+    ]
+}
+
+/// `volee restore`'s pane: a new session when the session is missing (its first window the
+/// agent's), else split into the session's window of that name, else a new window of that name
+/// at its old index (any index when that one is taken). What tmux printed of the new pane.
+async fn open_in_place(
+    server: &TmuxServer,
+    o: &OpenTmux,
+    place: &volee_protocol::WindowPlace,
+) -> Result<String, HostError> {
+    let session = o
+        .session
+        .clone()
+        .ok_or_else(|| HostError::BadArgument("a restore names its session".into()))?;
+    let target = format!("={session}");
+    if server
+        .run_async(&["has-session", "-t", &target])
+        .await
+        .is_err()
+    {
+        let mut args = open_args("new-session", o);
+        args.extend([
+            "-s".into(),
+            session.clone(),
+            "-n".into(),
+            place.name.clone(),
+        ]);
+        args.extend(o.command.iter().cloned());
+        return Ok(server.run_async(&args).await?);
+    }
+    let windows = server
+        .run_async(&[
+            "list-windows",
+            "-t",
+            &target,
+            "-F",
+            &fields_format(&["window_id", "window_name"]),
+        ])
+        .await?;
+    let existing = windows.lines().find_map(|l| {
+        let f = split_fields(l.as_bytes());
+        (f.len() >= 2 && f[1..].join("\x1f") == place.name).then(|| f[0].clone())
+    });
+    if let Some(window) = existing {
+        let mut args = open_args("split-window", o);
+        args.extend(["-t".into(), window]);
+        args.extend(o.command.iter().cloned());
+        return Ok(server.run_async(&args).await?);
+    }
+    let mut at_index = None;
+    if let Some(index) = place.index {
+        let mut args = open_args("new-window", o);
+        args.extend(["-t".into(), format!("{target}:{index}"), "-n".into()]);
+        args.push(place.name.clone());
+        args.extend(o.command.iter().cloned());
+        at_index = server.run_async(&args).await.ok();
+    }
+    match at_index {
+        Some(out) => Ok(out),
+        None => {
+            let mut args = open_args("new-window", o);
+            args.extend(["-t".into(), format!("{target}:"), "-n".into()]);
+            args.push(place.name.clone());
+            args.extend(o.command.iter().cloned());
+            Ok(server.run_async(&args).await?)
+        }
+    }
 }
 
 /// The session to launch into: the one asked for, else the caller's, else `volee`.

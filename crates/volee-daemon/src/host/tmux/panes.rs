@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use volee_core::{ExitFact, Millis};
-use volee_protocol::{Host, Origin};
+use volee_protocol::{Host, Origin, Placement};
 use volee_tmux::format::{fields_format, split_fields};
 use volee_tmux::server::{TmuxError, TmuxServer};
 
@@ -24,6 +24,11 @@ const PANE_FIELDS: &[&str] = &[
     "pane_current_path",
     "pane_start_command",
     "window_activity",
+    "window_index",
+    "pane_index",
+    "window_layout",
+    // Last: a window's name is the user's text; a separator in it is taken back into the name.
+    "window_name",
 ];
 
 /// One pane of a server's list.
@@ -44,6 +49,8 @@ pub struct PaneRow {
     pub start_command: String,
     /// Last activity of the pane's window, epoch seconds.
     pub activity: Option<u64>,
+    /// Its window's name, index and layout and its index there (what `volee restore` rebuilds).
+    pub placement: Option<Placement>,
 }
 
 impl PaneRow {
@@ -88,6 +95,15 @@ pub fn parse_pane_rows(text: &str) -> Vec<PaneRow> {
                 path: f[10].clone(),
                 start_command: f[11].clone(),
                 activity: f[12].parse().ok(),
+                placement: match (f[13].parse(), f[14].parse()) {
+                    (Ok(window_index), Ok(pane_index)) => Some(Placement {
+                        window_name: f[16..].join("\x1f"),
+                        window_index,
+                        window_layout: f[15].clone(),
+                        pane_index,
+                    }),
+                    _ => None,
+                },
             })
         })
         .collect()
@@ -106,6 +122,7 @@ pub async fn list(socket: PathBuf) -> Result<Vec<PaneRow>, TmuxError> {
 pub struct Known<'a> {
     pub id: &'a str,
     pub host: &'a Host,
+    pub placement: Option<&'a Placement>,
     pub pid: Option<u32>,
     pub ended: bool,
     pub origin: Origin,
@@ -116,6 +133,8 @@ pub struct Known<'a> {
 pub struct Reconciled {
     /// Live agents whose pane moved (another window or session) or whose pid is now known.
     pub moved: Vec<(String, Host, Option<u32>)>,
+    /// Live agents whose window was renamed, moved or re-laid out (or whose place was unknown).
+    pub placed: Vec<(String, Placement)>,
     /// Live agents whose pane is dead, with how it ended.
     pub exited: Vec<(String, ExitFact)>,
     /// Panes marked as an agent volee does not know (its registry was lost): rebuild them.
@@ -145,6 +164,11 @@ pub fn reconcile<'a>(
                 let pid = row.pid.or(a.pid);
                 if *a.host != host || a.pid != pid {
                     out.moved.push((row.agent.clone(), host, pid));
+                }
+                if let Some(p) = &row.placement {
+                    if a.placement != Some(p) {
+                        out.placed.push((row.agent.clone(), p.clone()));
+                    }
                 }
                 if let Some(exit) = row.exit(now) {
                     out.exited.push((row.agent.clone(), exit));
@@ -269,6 +293,7 @@ mod tests {
             path: "/tmp".into(),
             start_command: "sh".into(),
             activity: None,
+            placement: None,
         }
     }
 
@@ -297,6 +322,10 @@ mod tests {
             "/tmp",
             "sh -c 'x'",
             "1796012403",
+            "2",
+            "1",
+            "b25d,80x24,0,0,2",
+            "it's\x1fmine",
         ]
         .join("\x1f");
         let rows = parse_pane_rows(&line);
@@ -305,6 +334,16 @@ mod tests {
         assert_eq!(rows[0].agent, "ab12");
         assert_eq!(rows[0].start_command, "sh -c 'x'");
         assert_eq!(rows[0].activity, Some(1796012403));
+        // The window's name is last: a separator in it stays in it.
+        assert_eq!(
+            rows[0].placement,
+            Some(Placement {
+                window_name: "it's\x1fmine".into(),
+                window_index: 2,
+                window_layout: "b25d,80x24,0,0,2".into(),
+                pane_index: 1,
+            })
+        );
         assert_eq!(parse_pane_rows("%1\x1f2"), vec![], "a short row is no row");
     }
 
@@ -331,6 +370,7 @@ mod tests {
             .map(|((id, origin, ended), host)| Known {
                 id,
                 host,
+                placement: None,
                 pid: Some(42),
                 ended: *ended,
                 origin: *origin,
@@ -378,6 +418,7 @@ mod tests {
         let agents = [Known {
             id: "a",
             host: &host,
+            placement: None,
             pid: None,
             ended: true,
             origin: Origin::Launched,

@@ -1,0 +1,168 @@
+//! After a reboot (issue 22): agents whose tmux server went away are `stopped`, marked
+//! restorable, and `volee restore` brings them back into their places with their ids. The
+//! server is killed with `tmux kill-server` (what a reboot does to it, as far as volee can tell).
+
+use std::time::Duration;
+
+use serde_json::Value;
+use volee_test_support::{wait_until, TestEnv};
+
+use crate::{launch_sh, setup};
+
+fn all_agents(env: &TestEnv) -> Vec<Value> {
+    serde_json::from_str(&env.ok(["ls", "--all", "--json"])).unwrap()
+}
+
+fn by_id<'a>(agents: &'a [Value], id: &str) -> &'a Value {
+    agents.iter().find(|a| a["id"] == id).unwrap()
+}
+
+/// Each window's name and its panes' agents, in window order.
+fn windows(env: &TestEnv) -> Vec<(String, Vec<String>)> {
+    let text = env.tmux(&[
+        "list-panes",
+        "-s",
+        "-t",
+        "=main",
+        "-F",
+        "#{window_index} #{window_name} #{pane_index} #{@volee-agent}",
+    ]);
+    let mut rows: Vec<(u32, String, u32, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            Some((
+                f[0].parse().ok()?,
+                f[1].into(),
+                f[2].parse().ok()?,
+                f.get(3)?.to_string(),
+            ))
+        })
+        .filter(|r| !r.3.is_empty())
+        .collect();
+    rows.sort();
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for (_, name, _, agent) in rows {
+        match out.last_mut() {
+            Some((n, agents)) if *n == name => agents.push(agent),
+            _ => out.push((name, vec![agent])),
+        }
+    }
+    out
+}
+
+#[test]
+fn agents_of_a_killed_tmux_server_are_restored_into_their_windows_with_their_ids() {
+    let Some((_guard, env)) = setup() else {
+        return;
+    };
+    let dir_a = env.root().join("proj-a");
+    std::fs::create_dir_all(&dir_a).unwrap();
+    // Three agents; the third joins the second's window, renamed "pair".
+    let script = "echo ready; exec sleep 300";
+    let a = env.ok([
+        "launch",
+        "--host",
+        "tmux:main",
+        "--name",
+        "alpha",
+        "--cwd",
+        dir_a.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    let b = launch_sh(&env, "beta", script);
+    let c = launch_sh(&env, "gamma", script);
+    let pane = |id: &str| env.agent(id)["host"]["pane"].as_str().unwrap().to_string();
+    let window = |id: &str| {
+        env.agent(id)["host"]["window"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    env.tmux(&["join-pane", "-d", "-s", &pane(&c), "-t", &window(&b)]);
+    env.tmux(&["rename-window", "-t", &window(&b), "pair"]);
+    let before = windows(&env);
+    assert_eq!(
+        before,
+        vec![
+            ("alpha".to_string(), vec![a.clone()]),
+            ("pair".to_string(), vec![b.clone(), c.clone()]),
+        ],
+        "{before:?}"
+    );
+    // volee has recorded where each one sits.
+    wait_until(
+        "placements recorded",
+        Duration::from_secs(10),
+        || {
+            let agents = all_agents(&env);
+            let name = |id: &str| by_id(&agents, id)["placement"]["window_name"].clone();
+            (name(&a) == "alpha" && name(&b) == "pair" && name(&c) == "pair").then_some(())
+        },
+        || format!("{:#?}", all_agents(&env)),
+    );
+
+    env.tmux(&["kill-server"]);
+    wait_until(
+        "stopped and restorable",
+        Duration::from_secs(10),
+        || {
+            let agents = all_agents(&env);
+            [&a, &b, &c]
+                .iter()
+                .all(|id| {
+                    let v = by_id(&agents, id);
+                    v["state"] == "stopped" && v["restorable"] == true
+                })
+                .then_some(())
+        },
+        || format!("{:#?}\n{}", all_agents(&env), env.log_tail()),
+    );
+    let evidence = env.agent(&a)["evidence"].as_str().unwrap().to_string();
+    assert!(evidence.contains("gone"), "{evidence}");
+
+    // The plan changes nothing.
+    let plan = env.ok(["restore", "--all", "--dry-run"]);
+    for name in ["alpha", "beta", "gamma"] {
+        assert!(plan.contains(name), "{plan}");
+    }
+    assert!(plan.contains("main:pair"), "{plan}");
+    let still: Vec<Value> = all_agents(&env);
+    assert!(still.iter().all(|v| v["state"] == "stopped"), "{still:#?}");
+
+    // Restored: same ids, names, windows (in order), cwd.
+    let done = env.ok(["restore", "--all"]);
+    assert_eq!(done.matches("restored ").count(), 3, "{done}");
+    let agents = all_agents(&env);
+    assert_eq!(
+        agents.len(),
+        3,
+        "one record each, no new agents: {agents:#?}"
+    );
+    for (id, name) in [(&a, "alpha"), (&b, "beta"), (&c, "gamma")] {
+        let v = by_id(&agents, id);
+        assert_eq!(v["name"], name);
+        assert_ne!(v["state"], "stopped", "{v}");
+        assert_eq!(v["restorable"], false, "{v}");
+        assert_eq!(v["restored"].as_array().map(Vec::len), Some(1), "{v}");
+    }
+    assert_eq!(
+        by_id(&agents, &a)["cwd"].as_str(),
+        Some(dir_a.to_str().unwrap())
+    );
+    let after = windows(&env);
+    assert_eq!(
+        after,
+        vec![
+            ("alpha".to_string(), vec![a.clone()]),
+            ("pair".to_string(), vec![b.clone(), c.clone()]),
+        ],
+        "{after:?}"
+    );
+    // Nothing is left to restore.
+    let again = env.ok(["restore", "--all"]);
+    assert_eq!(again, "nothing to restore");
+}
