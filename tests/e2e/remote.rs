@@ -10,6 +10,7 @@ use volee_test_support::sshd::{require_sshd, RemotePath, SshServer};
 use volee_test_support::{wait_until, TestEnv};
 
 use crate::machines::{stderr, with_box};
+use crate::remote_cli::{box_agents, wait_box_agent};
 
 /// Run `volee ARGS` on the remote as its user would (a separate ssh, the test's own).
 fn remote_volee(server: &SshServer, line: &str) -> String {
@@ -23,25 +24,20 @@ fn remote_volee(server: &SshServer, line: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-fn remote_agents(env: &TestEnv) -> Vec<Value> {
-    let out = env.run(["ls", "--all", "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let all: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-    all.into_iter().filter(|a| a["machine"] == "box").collect()
-}
-
-/// The remote agent named `name` as the local `ls` shows it, once `ready` says so.
+/// The remote agent named `name`, once `ready` says so.
 fn wait_remote(env: &TestEnv, name: &str, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
-    wait_until(
+    let id = wait_until(
         what,
         Duration::from_secs(20),
         || {
-            remote_agents(env)
+            box_agents(env)
                 .into_iter()
-                .find(|a| a["name"] == name && ready(a))
+                .find(|a| a["name"] == name)
+                .map(|a| a["id"].as_str().unwrap_or_default().to_string())
         },
-        || format!("{:#?}\n{}", remote_agents(env), env.log_tail()),
-    )
+        || format!("{:#?}\n{}", box_agents(env), env.log_tail()),
+    );
+    wait_box_agent(env, &id, what, ready)
 }
 
 #[test]
@@ -129,7 +125,7 @@ fn a_remote_agent_is_mirrored_addressed_and_survives_a_cut_connection() {
 
     // The connection cut (sshd and every process of the connection killed): the agent keeps its
     // state, flagged unreachable, within 10 s; never stopped.
-    let last_known = remote_agents(&env)
+    let last_known = box_agents(&env)
         .into_iter()
         .find(|a| a["id"] == id.as_str())
         .unwrap()["state"]
@@ -159,7 +155,7 @@ fn a_remote_agent_is_mirrored_addressed_and_survives_a_cut_connection() {
     wait_remote(&env, "ringer", "reachable again", |a| {
         a["reachable"] == true
     });
-    let agents = remote_agents(&env);
+    let agents = box_agents(&env);
     assert_eq!(
         agents.iter().filter(|a| a["id"] == id.as_str()).count(),
         1,
@@ -168,7 +164,7 @@ fn a_remote_agent_is_mirrored_addressed_and_survives_a_cut_connection() {
 
     // The local daemon killed: the next command rebuilds the mirror.
     env.kill_daemon();
-    let again = remote_agents(&env);
+    let again = box_agents(&env);
     assert!(
         again
             .iter()
@@ -240,7 +236,7 @@ fn a_hostile_machine_cannot_crash_or_inject_into_the_local_daemon() {
     );
     assert_eq!(agent["id"], "ok12");
     assert_eq!(agent["evidence"], "bell]0;pwned");
-    let agents = remote_agents(&env);
+    let agents = box_agents(&env);
     assert_eq!(
         agents.len(),
         1,

@@ -24,13 +24,18 @@ fn json(text: &str) -> Value {
 }
 
 /// The agents `ls --on box` lists (all of them, ended ones too).
-fn box_agents(env: &TestEnv) -> Vec<Value> {
+pub(crate) fn box_agents(env: &TestEnv) -> Vec<Value> {
     let listed = json(&env.ok(["ls", "--all", "--on", "box", "--json"]));
     listed.as_array().unwrap().clone()
 }
 
 /// Agent `id` of box as `ls --on box` shows it, once `ready` says so.
-fn wait_box_agent(env: &TestEnv, id: &str, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
+pub(crate) fn wait_box_agent(
+    env: &TestEnv,
+    id: &str,
+    what: &str,
+    ready: impl Fn(&Value) -> bool,
+) -> Value {
     wait_until(
         what,
         Duration::from_secs(20),
