@@ -19,7 +19,7 @@ const SNIPPET_MAX: usize = 120;
 #[command(group(
     ArgGroup::new("action")
         .multiple(false)
-        .args(["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "import", "delete", "resume", "sync", "sync_serve", "tag", "untag"])
+        .args(["list_sessions", "search", "info", "rename", "fork", "archive", "unarchive", "export", "import", "delete", "resume", "sync", "sync_serve", "tag", "untag", "prune_sessions"])
 ))]
 #[command(group(
     ArgGroup::new("checkpoint_action")
@@ -118,9 +118,15 @@ pub struct AgentArgs {
     /// With --sync: only these sessions (ids or unique prefixes, here or on the machine).
     #[arg(value_name = "SESSION_ID", requires = "sync")]
     sync_sessions: Vec<String>,
-    /// With --sync: list what would move (push, pull, fork, skip and why), change nothing.
-    #[arg(long, requires = "sync")]
+    /// With --sync: list what would move (push, pull, fork, skip and why); with
+    /// --prune-sessions: what retention would archive and delete. Changes nothing.
+    #[arg(long)]
     dry_run: bool,
+    /// Apply the retention policy of config.toml's [sessions] (archive_after,
+    /// delete_archived_after, keep_tagged; off by default) and print each action; a session held
+    /// by an agent or tagged to keep is never touched.
+    #[arg(long)]
+    prune_sessions: bool,
     /// The machine's side of --sync, which --sync runs there over ssh (newline JSON on
     /// stdin/stdout, the default store); not for use by hand.
     #[arg(long)]
@@ -173,6 +179,14 @@ pub fn run(args: AgentArgs) -> CliResult {
         return Err(CliError::user(
             "--project goes with --import FILE or --fork SESSION_ID",
         ));
+    }
+    if args.dry_run && args.sync.is_none() && !args.prune_sessions {
+        return Err(CliError::user(
+            "--dry-run goes with --sync MACHINE or --prune-sessions",
+        ));
+    }
+    if args.prune_sessions {
+        return crate::agent_retention::run(&store, args.dry_run, json);
     }
     if args.sync_serve {
         return crate::agent_sync::serve(&store);

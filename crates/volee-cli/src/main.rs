@@ -3,6 +3,7 @@
 mod agent_cmd;
 mod agent_import;
 mod agent_loop;
+mod agent_retention;
 mod agent_rewind;
 mod agent_seed_store;
 mod agent_sync;

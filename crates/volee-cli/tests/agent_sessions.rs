@@ -942,3 +942,78 @@ fn a_fork_into_another_project_is_re_rooted() {
     let err = fails(&env.agent(&["--list-sessions", "--project", "/tmp"]), 2);
     assert!(err.contains("--project goes with"), "{err}");
 }
+
+/// Issue 21, item 4: `--prune-sessions` applies config.toml's `[sessions]`: off by default; a
+/// dry run lists exactly what the run then does; tagged-to-keep and held sessions untouched.
+#[test]
+fn prune_sessions_dry_run_equals_the_run() {
+    let env = Env::new();
+    let out = ok(&env.agent(&["--prune-sessions"]));
+    assert!(out.contains("no retention policy"), "{out}");
+    let old = env.session("old", &["x"]);
+    let kept = env.session("kept", &["x"]);
+    let gone = env.session("gone", &["x"]);
+    let fresh = env.session("fresh", &["x"]);
+    ok(&env.agent(&["--tag", &kept, "keep"]));
+    ok(&env.agent(&["--archive", &gone]));
+    // Make three of them old: their updated_at_ms 400 days back.
+    for id in [&old, &kept, &gone] {
+        let dir = env.store().session_dir(id);
+        for f in ["session.json", "meta.json"] {
+            let p = dir.join(f);
+            let mut v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            let t = v["updated_at_ms"].as_u64().unwrap() - 400 * 86_400_000;
+            v["updated_at_ms"] = t.into();
+            std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+        }
+    }
+    std::fs::create_dir_all(env.tmp.path().join("volee/config")).unwrap();
+    std::fs::write(
+        env.tmp.path().join("volee/config/config.toml"),
+        "[sessions]\narchive_after = \"30d\"\ndelete_archived_after = \"180d\"\nkeep_tagged = [\"keep\"]\n",
+    )
+    .unwrap();
+    let actions = |v: &serde_json::Value| {
+        let mut a: Vec<(String, String)> = v["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                (
+                    a["id"].as_str().unwrap().to_string(),
+                    a["action"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        a.sort();
+        a
+    };
+    let dry = json(&env.agent(&["--prune-sessions", "--dry-run", "--json"]));
+    let mut want = vec![
+        (old.clone(), "archive".to_string()),
+        (gone.clone(), "delete".into()),
+    ];
+    want.sort();
+    assert_eq!(actions(&dry), want, "{dry}");
+    let text = ok(&env.agent(&["--prune-sessions", "--dry-run"]));
+    assert!(text.contains(&format!("would archive {old}")), "{text}");
+    assert_eq!(
+        env.store().list(true).unwrap().len(),
+        4,
+        "a dry run changes nothing"
+    );
+    let run = json(&env.agent(&["--prune-sessions", "--json"]));
+    assert_eq!(actions(&run), actions(&dry), "{run}");
+    assert!(run["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|a| a["status"] == "done"));
+    assert!(env.store().load(&old).unwrap().archived);
+    assert!(env.store().load(&gone).is_err());
+    assert!(!env.store().load(&kept).unwrap().archived);
+    assert!(!env.store().load(&fresh).unwrap().archived);
+    let err = fails(&env.agent(&["--list-sessions", "--dry-run"]), 2);
+    assert!(err.contains("--dry-run goes with"), "{err}");
+}

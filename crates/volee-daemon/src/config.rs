@@ -20,6 +20,37 @@ pub struct Config {
     pub discovery_interval: Option<Duration>,
     /// How the user is told when an agent needs them (`[notify]`).
     pub notify: crate::notify::NotifyConfig,
+    /// Retention of volee agent's stored sessions (`[sessions]`; off by default).
+    pub sessions: SessionsConfig,
+}
+
+/// `[sessions]`: retention of volee agent's stored sessions, applied by `volee agent
+/// --prune-sessions` and by the daemon once a day when a duration is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionsConfig {
+    /// Archive a session not updated for this long; None = never.
+    pub archive_after: Option<Duration>,
+    /// Delete an archived session not updated for this long; None = never.
+    pub delete_archived_after: Option<Duration>,
+    /// Sessions with one of these tags are never archived or deleted (default `["keep"]`).
+    pub keep_tagged: Vec<String>,
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        SessionsConfig {
+            archive_after: None,
+            delete_archived_after: None,
+            keep_tagged: vec!["keep".into()],
+        }
+    }
+}
+
+impl SessionsConfig {
+    /// Does retention do anything?
+    pub fn is_set(&self) -> bool {
+        self.archive_after.is_some() || self.delete_archived_after.is_some()
+    }
 }
 
 impl Default for Config {
@@ -31,6 +62,7 @@ impl Default for Config {
             log_max_bytes: 1024 * 1024,
             discovery_interval: Some(Duration::from_secs(3)),
             notify: crate::notify::NotifyConfig::default(),
+            sessions: SessionsConfig::default(),
         }
     }
 }
@@ -45,6 +77,15 @@ struct ConfigFile {
     /// A duration, or "off".
     discovery_interval: Option<String>,
     notify: Option<NotifyFile>,
+    sessions: Option<SessionsFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionsFile {
+    archive_after: Option<String>,
+    delete_archived_after: Option<String>,
+    keep_tagged: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -154,8 +195,28 @@ impl Config {
                 })?,
             },
         };
+        let sessions = match file.sessions {
+            None => SessionsConfig::default(),
+            Some(s) => {
+                let opt = |key, v: Option<String>| -> Result<Option<Duration>, ConfigError> {
+                    v.map(|v| duration(key, Some(v), Duration::ZERO))
+                        .transpose()
+                };
+                SessionsConfig {
+                    archive_after: opt("sessions.archive_after", s.archive_after)?,
+                    delete_archived_after: opt(
+                        "sessions.delete_archived_after",
+                        s.delete_archived_after,
+                    )?,
+                    keep_tagged: s
+                        .keep_tagged
+                        .unwrap_or_else(|| SessionsConfig::default().keep_tagged),
+                }
+            }
+        };
         Ok(Config {
             notify,
+            sessions,
             retention: duration("retention", file.retention, d.retention)?,
             working_window: duration("working_window", file.working_window, d.working_window)?,
             default_harness: file.default_harness,
@@ -186,6 +247,28 @@ mod tests {
             .to_string()
             .contains("not a duration"));
         assert!(Config::parse("colour = 1", "c.toml").is_err());
+    }
+
+    #[test]
+    fn sessions_retention_is_off_by_default_and_parses() {
+        let d = Config::parse("", "c.toml").unwrap().sessions;
+        assert!(!d.is_set());
+        assert_eq!(d.keep_tagged, ["keep"]);
+        let s = Config::parse(
+            "[sessions]\narchive_after = \"30d\"\ndelete_archived_after = \"180d\"\nkeep_tagged = [\"keep\", \"pin\"]\n",
+            "c.toml",
+        )
+        .unwrap()
+        .sessions;
+        assert_eq!(s.archive_after, Some(Duration::from_secs(30 * 86400)));
+        assert_eq!(
+            s.delete_archived_after,
+            Some(Duration::from_secs(180 * 86400))
+        );
+        assert_eq!(s.keep_tagged, ["keep", "pin"]);
+        let e = Config::parse("[sessions]\narchive_after = \"soon\"\n", "c.toml").unwrap_err();
+        assert!(e.to_string().contains("sessions.archive_after"), "{e}");
+        assert!(Config::parse("[sessions]\nkeep = 1\n", "c.toml").is_err());
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod paths;
 pub mod persist;
 pub mod push;
 pub mod screens;
+pub mod session_retention;
 pub mod sources;
 pub mod typing;
 pub mod worktree;

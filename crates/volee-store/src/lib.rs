@@ -35,6 +35,7 @@ mod lock;
 mod model;
 pub mod parse;
 mod redact;
+mod retention;
 mod search;
 mod store;
 mod sync;
@@ -58,6 +59,9 @@ pub use model::{
     OUTCOME_UNKNOWN, SCHEMA_VERSION,
 };
 pub use redact::{redact, redact_value, REDACTED};
+pub use retention::{
+    plan as retention_plan, RetentionAction, RetentionKind, RetentionOutcome, RetentionPolicy,
+};
 pub use search::{SearchHit, SearchStats, Snippet};
 pub use store::{now_ms, Health, Listed, NewSession, SessionInfo, Store, WriterSession};
 pub use sync::{digest_of, is_digest, Bundle, ManifestEntry, MAX_BUNDLE_LINE};

@@ -192,6 +192,7 @@ pub async fn run(paths: Paths, config: Config) -> Result<(), DaemonError> {
     volee_harness::screen_rules("generic", false).map_err(DaemonError::Rules)?;
     let (tx, rx) = mpsc::unbounded_channel();
     let (conn_tx, conn_rx) = mpsc::unbounded_channel();
+    crate::session_retention::spawn_daily(paths.data_dir.join("sessions"), &config.sessions);
     let mut daemon = Daemon::new(paths.clone(), config, tx.clone(), conn_tx);
     daemon.load();
     daemon.replay_spool();
