@@ -526,6 +526,7 @@ impl<M: Model, S: Shell> Agent<M, S> {
             "write_file" => tools::write_file(&self.root, &args),
             "edit_file" => tools::edit_file(&self.root, &args),
             "todo" => tools::todo(self.writer.state_mut(), &args),
+            "recall" => tools::recall(&self.store, self.writer.id(), &args),
             "scratchpad" => tools::scratchpad(self.writer.state_mut(), &args),
             _ => Err(tools::ToolFailure(format!(
                 "error: there is no tool {name:?}"

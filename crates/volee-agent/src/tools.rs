@@ -76,6 +76,13 @@ pub fn tool_specs() -> Vec<Tool> {
             }, "required": ["action"]}),
         ),
         Tool::function(
+            "recall",
+            "Search this session's full transcript (everything said and every tool result, also what compaction summarised away) for a text, case-insensitively. Returns the number of matching lines and the first few with their line number and context. Use it when the summary is not precise enough.",
+            json!({"type": "object", "properties": {
+                "query": {"type": "string", "description": "the text to look for"}
+            }, "required": ["query"]}),
+        ),
+        Tool::function(
             "scratchpad",
             "Notes for this session that survive compaction. action: read, write (replace with text), append (text).",
             json!({"type": "object", "properties": {
@@ -459,6 +466,32 @@ pub fn edit_file(root: &Path, args: &Value) -> Result<String, ToolFailure> {
             shown(root, &path)
         )),
     }
+}
+
+/// `recall`: the session's transcript searched by the store (redacted snippets, at most
+/// three, each cut around the match), as the tool's text.
+pub fn recall(store: &volee_store::Store, id: &str, args: &Value) -> Result<String, ToolFailure> {
+    let query = arg_str(args, "query")?.trim();
+    if query.is_empty() {
+        return fail("error: query is empty");
+    }
+    let found = store
+        .recall(id, query)
+        .map_err(|e| ToolFailure(format!("error: cannot search the transcript: {e}")))?;
+    if found.matches == 0 {
+        return Ok(format!("no line of the transcript contains {query:?}"));
+    }
+    let mut text = format!(
+        "{} transcript line{} contain{} {query:?}; the first {}:",
+        found.matches,
+        if found.matches == 1 { "" } else { "s" },
+        if found.matches == 1 { "s" } else { "" },
+        found.snippets.len()
+    );
+    for s in &found.snippets {
+        text.push_str(&format!("\n#{}: {}", s.seq, s.text));
+    }
+    Ok(text)
 }
 
 /// `todo`: the session's todo list.
@@ -891,6 +924,33 @@ mod tests {
             "a\nb"
         );
         assert!(needs_approval("shell") && !needs_approval("todo"));
-        assert_eq!(tool_specs().len(), 6);
+        assert_eq!(tool_specs().len(), 7);
+    }
+
+    #[test]
+    fn recall_searches_the_sessions_own_transcript() {
+        let d = tempfile::tempdir().unwrap();
+        let store = volee_store::Store::new(d.path().join("s"));
+        let mut w = store
+            .create(volee_store::NewSession {
+                title: "t".into(),
+                project_root: d.path().into(),
+                model: "m".into(),
+            })
+            .unwrap();
+        w.push_message(volee_store::Message::user(
+            "the flaky test is net::retry_backoff",
+        ))
+        .unwrap();
+        w.checkpoint().unwrap();
+        let text = recall(&store, w.id(), &json!({"query": "FLAKY test"})).unwrap();
+        assert!(text.starts_with("1 transcript line contains"), "{text}");
+        assert!(
+            text.contains("#1: the flaky test is net::retry_backoff"),
+            "{text}"
+        );
+        let none = recall(&store, w.id(), &json!({"query": "absent"})).unwrap();
+        assert!(none.starts_with("no line"), "{none}");
+        assert!(recall(&store, w.id(), &json!({"query": " "})).is_err());
     }
 }

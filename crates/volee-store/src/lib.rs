@@ -34,6 +34,7 @@ mod jsonl;
 mod lock;
 mod model;
 pub mod parse;
+mod recall;
 mod redact;
 mod retention;
 mod search;
@@ -58,6 +59,7 @@ pub use model::{
     SessionState, SyncNote, Todo, ToolCall, ToolFunction, TranscriptItem, TranscriptLine, Usage,
     OUTCOME_UNKNOWN, SCHEMA_VERSION,
 };
+pub use recall::Recalled;
 pub use redact::{redact, redact_value, REDACTED};
 pub use retention::{
     plan as retention_plan, RetentionAction, RetentionKind, RetentionOutcome, RetentionPolicy,
