@@ -736,7 +736,10 @@ mod tests {
         reg.insert(lost);
         reg.insert(done);
         reg.insert(bare);
-        assert_eq!(reg.expired(u64::MAX), vec!["cd34".to_string(), "ef56".to_string()]);
+        assert_eq!(
+            reg.expired(u64::MAX),
+            vec!["cd34".to_string(), "ef56".to_string()]
+        );
     }
 
     #[test]
