@@ -23,17 +23,9 @@ use volee_ollama::{
 use volee_sandbox::{ExecOutput, ExecRequest, Sandbox, SandboxConfig, SandboxError};
 use volee_store::Store;
 
-fn stats(mut v: Vec<f64>) -> String {
-    v.sort_by(f64::total_cmp);
-    let p = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
-    format!(
-        "min {:.3}  p50 {:.3}  p99 {:.3}  max {:.3} ms ({} runs)",
-        v[0],
-        p(0.5),
-        p(0.99),
-        v[v.len() - 1],
-        v.len()
-    )
+/// min/p50/p99/max of samples in milliseconds.
+fn stats(v: Vec<f64>) -> String {
+    volee_test_support::bench::summary(v, 3)
 }
 
 /// Answers at once: tool calls after a user message (when `tools`), text otherwise.

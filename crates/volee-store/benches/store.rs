@@ -15,17 +15,9 @@ use volee_store::{Message, NewSession, Store, TranscriptItem, TranscriptLine};
 /// Context messages kept (compaction keeps the context bounded).
 const CONTEXT: usize = 50;
 
-fn stats(mut v: Vec<f64>) -> String {
-    v.sort_by(f64::total_cmp);
-    let p = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
-    format!(
-        "min {:.2}  p50 {:.2}  p99 {:.2}  max {:.2} ms ({} runs)",
-        v[0],
-        p(0.5),
-        p(0.99),
-        v[v.len() - 1],
-        v.len()
-    )
+/// min/p50/p99/max of samples in milliseconds.
+fn stats(v: Vec<f64>) -> String {
+    volee_test_support::bench::summary(v, 2)
 }
 
 /// CPU time this process used so far (user + system, all threads), in ms: unlike wall time,

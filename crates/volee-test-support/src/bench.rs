@@ -26,6 +26,23 @@ pub fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v
 }
 
+/// `min … p50 … p99 … max … ms (N runs)` of samples in milliseconds, with `decimals` places.
+pub fn summary(samples: Vec<f64>, decimals: usize) -> String {
+    let v = sorted(samples);
+    if v.is_empty() {
+        return "no runs".into();
+    }
+    format!(
+        "min {:.d$}  p50 {:.d$}  p99 {:.d$}  max {:.d$} ms ({} runs)",
+        v[0],
+        percentile(&v, 0.5),
+        percentile(&v, 0.99),
+        v[v.len() - 1],
+        v.len(),
+        d = decimals
+    )
+}
+
 /// utime + stime of a process, in clock ticks.
 pub fn cpu_ticks(pid: i32) -> u64 {
     let stat = procfs_core::process::Stat::from_file(format!("/proc/{pid}/stat")).unwrap();
@@ -52,6 +69,10 @@ mod tests {
         assert_eq!(percentile(&v, 0.99), 5.0);
         assert_eq!(percentile(&v, 0.0), 1.0);
         assert!(percentile(&[], 0.5).is_nan());
+        assert_eq!(
+            summary(vec![2.0, 1.0, 3.0], 2),
+            "min 1.00  p50 2.00  p99 3.00  max 3.00 ms (3 runs)"
+        );
         assert_eq!(env_num("VOLEE_BENCH_SURELY_UNSET", 7u64), 7);
         let me = std::process::id() as i32;
         assert!(rss_kib(me) > 0);
