@@ -166,3 +166,90 @@ fn agents_of_a_killed_tmux_server_are_restored_into_their_windows_with_their_ids
     let again = env.ok(["restore", "--all"]);
     assert_eq!(again, "nothing to restore");
 }
+
+/// What a reboot does, as far as volee can tell: its daemon dies with the tmux server (here
+/// SIGKILLed first), a new server starts at the same socket (its first pane takes the old
+/// first pane's id), then the user runs `volee up`. The agents are told apart from panes
+/// closed on purpose by their server's pid and start, so they are restorable; `up` says so
+/// without a terminal (`[restore] on_up = "ask"`, the default) and restores them with
+/// `on_up = "always"`.
+#[test]
+fn after_the_daemon_and_the_server_die_up_offers_the_restore_and_always_does_it() {
+    let Some((_guard, env)) = setup() else {
+        return;
+    };
+    let script = "echo ready; exec sleep 300";
+    let a = launch_sh(&env, "first", script);
+    let b = launch_sh(&env, "second", script);
+    // Recorded at launch: its window and its server.
+    for id in [&a, &b] {
+        let placed = env.agent(id)["placement"].clone();
+        assert!(
+            placed["server_pid"].as_u64().is_some_and(|p| p > 0)
+                && placed["server_started"].as_u64().is_some_and(|s| s > 0),
+            "{placed}"
+        );
+    }
+    let old_pane = env.agent(&a)["host"]["pane"].as_str().unwrap().to_string();
+    let server: i32 = env
+        .tmux(&["display-message", "-p", "#{pid}"])
+        .trim()
+        .parse()
+        .unwrap();
+    env.kill_daemon();
+    env.tmux(&["kill-server"]);
+    wait_until(
+        "the old tmux server gone",
+        Duration::from_secs(10),
+        || {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(server), None)
+                .is_err()
+                .then_some(())
+        },
+        || format!("tmux server {server} lives on"),
+    );
+    env.start_tmux();
+    let new_first = env.tmux(&["display-message", "-p", "-t", "=main:", "#{pane_id}"]);
+    // Not asked (no terminal): told how.
+    let said = env.ok(["up"]);
+    assert!(
+        said.contains("2 agents whose tmux server went away can be restored")
+            && said.contains("volee restore --all"),
+        "{said}"
+    );
+    let agents = all_agents(&env);
+    for id in [&a, &b] {
+        let v = by_id(&agents, id);
+        assert_eq!(v["state"], "stopped", "{v}");
+        assert_eq!(v["restorable"], true, "{v}");
+        assert!(v["evidence"].as_str().unwrap().contains("gone"), "{v}");
+    }
+    assert_eq!(
+        agents.len(),
+        2,
+        "the new server's shell is no agent: {agents:#?}"
+    );
+    eprintln!("old pane {old_pane}, the new server's first pane {new_first}");
+
+    std::fs::create_dir_all(env.volee_home().join("config")).unwrap();
+    std::fs::write(
+        env.volee_home().join("config/config.toml"),
+        "[restore]\non_up = \"always\"\n",
+    )
+    .unwrap();
+    let said = env.ok(["up"]);
+    assert_eq!(said.matches("restored ").count(), 2, "{said}");
+    let agents = all_agents(&env);
+    assert_eq!(agents.len(), 2, "{agents:#?}");
+    for (id, name) in [(&a, "first"), (&b, "second")] {
+        let v = by_id(&agents, id);
+        assert_eq!(v["name"], name);
+        assert_ne!(v["state"], "stopped", "{v}");
+        assert_eq!(v["host"]["session"], "main", "{v}");
+    }
+    let names: Vec<String> = windows(&env).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["first", "second"], "{names:?}");
+    // Nothing left: `up` says nothing of a restore.
+    let said = env.ok(["up"]);
+    assert!(!said.contains("restore"), "{said}");
+}

@@ -50,6 +50,22 @@ pub fn env() -> Vec<(String, String)> {
 }
 
 /// Is stdin a terminal (one to attach a multiplexer client to)?
+/// Ask on the terminal; false on anything but y/yes.
+pub fn confirm(question: &str) -> crate::error::CliResult<bool> {
+    use std::io::{BufRead, Write};
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| crate::error::CliError::from_error(crate::error::Exit::User, &e))?;
+    Ok(matches!(
+        line.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
 pub fn stdin_is_tty() -> bool {
     use std::io::IsTerminal;
     std::io::stdin().is_terminal()

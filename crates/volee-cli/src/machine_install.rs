@@ -7,7 +7,7 @@
 //! connection when there is one; a machine without volee has none (its `volee serve` cannot
 //! start), so then one ssh connection of its own per step.
 
-use std::io::{BufRead, Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -111,21 +111,6 @@ fn step(
         .collect())
 }
 
-/// Ask on the terminal; false on anything but y/yes.
-fn confirm(question: &str) -> CliResult<bool> {
-    eprint!("{question} [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut line = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .map_err(|e| CliError::from_error(Exit::User, &e))?;
-    Ok(matches!(
-        line.trim().to_ascii_lowercase().as_str(),
-        "y" | "yes"
-    ))
-}
-
 /// `volee machine install`.
 pub fn install(machine: &Machine, control: &Path, yes: bool) -> CliResult {
     let options = SshOptions::from_process_env();
@@ -153,7 +138,7 @@ pub fn install(machine: &Machine, control: &Path, yes: bool) -> CliResult {
             machine.name,
             machine.dest
         );
-        if !confirm(&question)? {
+        if !crate::caller::confirm(&question)? {
             return Err(CliError::user("not installed"));
         }
     }

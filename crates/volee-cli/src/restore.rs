@@ -260,6 +260,58 @@ pub fn restore(ids: &[String], all: bool, dry_run: bool, as_json: bool) -> CliRe
     Ok(())
 }
 
+/// `volee up`: agents a lost tmux server left restorable are counted and, as `[restore] on_up`
+/// says, asked about (on a terminal), restored, or only told of — with the command that
+/// restores them, so `up` without a terminal (`run-shell`, a script) never waits for an answer.
+pub fn on_up(agents: &[AgentView], terminal: bool) -> CliResult {
+    use volee_daemon::config::{Config, OnUp};
+    let n = agents
+        .iter()
+        .filter(|a| a.restorable && a.machine.is_none())
+        .count();
+    if n == 0 {
+        return Ok(());
+    }
+    // A config volee cannot read asks (never restores unasked).
+    let on_up = match Config::load(&crate::ask::paths().config_file()) {
+        Ok(c) => c.restore.on_up,
+        Err(e) => {
+            let mut said = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                said = format!("{said}: {c}");
+                cause = c.source();
+            }
+            eprintln!("warning: {said}");
+            OnUp::Ask
+        }
+    };
+    let them = if n == 1 {
+        "1 agent whose tmux server went away".to_string()
+    } else {
+        format!("{n} agents whose tmux server went away")
+    };
+    let hint = format!(
+        "{them} can be restored into their places with their conversations: volee restore --all \
+         (the plan: volee restore --all --dry-run)"
+    );
+    match on_up {
+        OnUp::Always => restore(&[], true, false, false),
+        OnUp::Ask if terminal => {
+            if crate::caller::confirm(&format!("Restore {them} now?"))? {
+                restore(&[], true, false, false)
+            } else {
+                out("not restored; later: volee restore --all");
+                Ok(())
+            }
+        }
+        OnUp::Ask | OnUp::Never => {
+            out(&hint);
+            Ok(())
+        }
+    }
+}
+
 /// Relaunch one agent into its place, keeping its id.
 fn restore_one(agent: &AgentView, step: &Step) -> CliResult<AgentView> {
     let line = crate::launch::resume_line(agent, false)?;

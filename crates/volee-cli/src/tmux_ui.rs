@@ -283,15 +283,18 @@ pub fn up(no_attach: bool) -> CliResult {
         ])?;
     }
     tmux_init(Some(socket.clone()))?;
-    let summary = match ask(&Request::List { all: true })? {
-        Response::Agents { agents } => {
-            volee_view::status_plain(&volee_view::Counts::from_agents(&agents))
-        }
-        _ => String::new(),
+    let agents = match ask(&Request::List { all: true })? {
+        Response::Agents { agents } => agents,
+        _ => Vec::new(),
     };
+    let summary = volee_view::status_plain(&volee_view::Counts::from_agents(&agents));
     out(&format!(
         "volee is up: {summary}. Keys: prefix a (picker), prefix A (next needing you), prefix V (launch)."
     ));
+    // After a reboot (or a lost tmux server): what `[restore] on_up` says.
+    if let Err(e) = crate::restore::on_up(&agents, stdin_is_tty()) {
+        eprintln!("warning: {}", e.message);
+    }
     if inside || no_attach || !stdin_is_tty() {
         if !inside {
             out("attach with: tmux attach -t volee");

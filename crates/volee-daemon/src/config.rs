@@ -22,6 +22,27 @@ pub struct Config {
     pub notify: crate::notify::NotifyConfig,
     /// Retention of volee agent's stored sessions (`[sessions]`; off by default).
     pub sessions: SessionsConfig,
+    /// What `volee up` does with agents a lost tmux server left restorable (`[restore]`).
+    pub restore: RestoreConfig,
+}
+
+/// `[restore]`: what `volee up` does when agents can be restored (their tmux server went away).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RestoreConfig {
+    pub on_up: OnUp,
+}
+
+/// `[restore] on_up`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnUp {
+    /// Ask on a terminal; without one (`run-shell`, a script) print how to restore them.
+    #[default]
+    Ask,
+    /// Restore them all without asking.
+    Always,
+    /// Neither ask nor restore; `volee up` still says how many could be.
+    Never,
 }
 
 /// `[sessions]`: retention of volee agent's stored sessions, applied by `volee agent
@@ -63,6 +84,7 @@ impl Default for Config {
             discovery_interval: Some(Duration::from_secs(3)),
             notify: crate::notify::NotifyConfig::default(),
             sessions: SessionsConfig::default(),
+            restore: RestoreConfig::default(),
         }
     }
 }
@@ -78,6 +100,13 @@ struct ConfigFile {
     discovery_interval: Option<String>,
     notify: Option<NotifyFile>,
     sessions: Option<SessionsFile>,
+    restore: Option<RestoreFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RestoreFile {
+    on_up: Option<OnUp>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -217,6 +246,9 @@ impl Config {
         Ok(Config {
             notify,
             sessions,
+            restore: RestoreConfig {
+                on_up: file.restore.and_then(|r| r.on_up).unwrap_or_default(),
+            },
             retention: duration("retention", file.retention, d.retention)?,
             working_window: duration("working_window", file.working_window, d.working_window)?,
             default_harness: file.default_harness,
@@ -247,6 +279,28 @@ mod tests {
             .to_string()
             .contains("not a duration"));
         assert!(Config::parse("colour = 1", "c.toml").is_err());
+    }
+
+    #[test]
+    fn restore_on_up_asks_by_default_and_refuses_other_words() {
+        assert_eq!(
+            Config::parse("", "c.toml").unwrap().restore.on_up,
+            OnUp::Ask
+        );
+        for (text, want) in [
+            ("always", OnUp::Always),
+            ("never", OnUp::Never),
+            ("ask", OnUp::Ask),
+        ] {
+            let c = Config::parse(&format!("[restore]\non_up = \"{text}\"\n"), "c.toml").unwrap();
+            assert_eq!(c.restore.on_up, want);
+        }
+        let e = Config::parse("[restore]\non_up = \"sometimes\"\n", "c.toml").unwrap_err();
+        let ConfigError::Parse { source, .. } = &e else {
+            panic!("{e:?}");
+        };
+        assert!(source.to_string().contains("sometimes"), "{source}");
+        assert!(Config::parse("[restore]\nwhen = \"up\"\n", "c.toml").is_err());
     }
 
     #[test]

@@ -223,6 +223,25 @@ pub struct Placement {
     /// `#{window_layout}`, for `select-layout` once every pane of the window is back.
     pub window_layout: String,
     pub pane_index: u32,
+    /// Its tmux server: its pid and when it started (`#{pid}`, `#{start_time}` in epoch
+    /// seconds; 0: not known). A pane missing from another server at the same socket was lost
+    /// with the old server, not closed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub server_pid: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub server_started: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Placement {
+    /// The server it was placed on (None: not known).
+    pub fn server(&self) -> Option<(u64, u64)> {
+        (self.server_pid != 0 && self.server_started != 0)
+            .then_some((self.server_pid, self.server_started))
+    }
 }
 
 fn reachable_default() -> bool {

@@ -268,6 +268,11 @@ impl Daemon {
         }
         self.hosts.sync(&self.registry);
         self.registry.touch(&l.id);
+        // Where it sits (window name, index, layout, the server's start) is recorded at once:
+        // a server lost before any other change still leaves it restorable.
+        if let Host::Tmux { socket, .. } = &o.host {
+            self.resync(Path::new(socket), None);
+        }
         let _ = l.reply.send(Response::Agent { agent: view });
     }
 

@@ -345,10 +345,21 @@ impl Daemon {
             }
         }
         for row in &r.unknown {
+            // A pane being launched right now is recorded by its launch, not rebuilt.
+            if self.registry.is_reserved(&row.agent) {
+                continue;
+            }
             self.rebuild(socket, row, now);
         }
         for (id, exit) in r.exited {
             self.record_exit(&id, exit);
+        }
+        // Panes of an earlier server at this socket: restorable, and their pids (perhaps
+        // another program's after a reboot) are not signalled.
+        for id in r.lost {
+            tracing::info!("agent {id}: its tmux server was replaced");
+            self.registry
+                .observe(&id, Observation::HostLost { at: now });
         }
         for (id, pid) in r.gone {
             self.registry

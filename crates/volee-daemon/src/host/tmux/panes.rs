@@ -27,6 +27,8 @@ const PANE_FIELDS: &[&str] = &[
     "window_index",
     "pane_index",
     "window_layout",
+    "pid",
+    "start_time",
     // Last: a window's name is the user's text; a separator in it is taken back into the name.
     "window_name",
 ];
@@ -97,10 +99,12 @@ pub fn parse_pane_rows(text: &str) -> Vec<PaneRow> {
                 activity: f[12].parse().ok(),
                 placement: match (f[13].parse(), f[14].parse()) {
                     (Ok(window_index), Ok(pane_index)) => Some(Placement {
-                        window_name: f[16..].join("\x1f"),
+                        window_name: f[18..].join("\x1f"),
                         window_index,
                         window_layout: f[15].clone(),
                         pane_index,
+                        server_pid: f[16].parse().unwrap_or(0),
+                        server_started: f[17].parse().unwrap_or(0),
                     }),
                     _ => None,
                 },
@@ -141,6 +145,9 @@ pub struct Reconciled {
     pub unknown: Vec<PaneRow>,
     /// Live launched agents of this server whose pane is gone, with their pids.
     pub gone: Vec<(String, Option<u32>)>,
+    /// Live launched agents whose pane was on an earlier server at this socket (killed,
+    /// crashed, a reboot): their host is lost, not their pane closed — they can be restored.
+    pub lost: Vec<String>,
     /// The sessions that hold live agents (to watch).
     pub sessions: Vec<String>,
 }
@@ -193,7 +200,30 @@ pub fn reconcile<'a>(
         })
         .map(|a| (a.id.to_string(), a.pid))
         .collect();
-    let gone: HashSet<&str> = out.gone.iter().map(|(id, _)| id.as_str()).collect();
+    // This server's start; an agent placed on a server started at another time is not here
+    // because that server went away.
+    let server = rows
+        .iter()
+        .find_map(|r| r.placement.as_ref().and_then(Placement::server));
+    let earlier_server = |id: &str| {
+        agents.clone().any(|a| {
+            a.id == id
+                && a.placement
+                    .and_then(Placement::server)
+                    .is_some_and(|s| Some(s) != server)
+        })
+    };
+    let (lost, gone): (Vec<_>, Vec<_>) = std::mem::take(&mut out.gone)
+        .into_iter()
+        .partition(|(id, _)| server.is_some() && earlier_server(id));
+    out.gone = gone;
+    out.lost = lost.into_iter().map(|(id, _)| id).collect();
+    let gone: HashSet<&str> = out
+        .gone
+        .iter()
+        .map(|(id, _)| id.as_str())
+        .chain(out.lost.iter().map(String::as_str))
+        .collect();
     let mut sessions: Vec<String> = agents
         .filter(|a| !a.ended && !gone.contains(a.id))
         .filter_map(|a| match a.host {
@@ -325,6 +355,8 @@ mod tests {
             "2",
             "1",
             "b25d,80x24,0,0,2",
+            "4321",
+            "1796010000",
             "it's\x1fmine",
         ]
         .join("\x1f");
@@ -342,6 +374,8 @@ mod tests {
                 window_index: 2,
                 window_layout: "b25d,80x24,0,0,2".into(),
                 pane_index: 1,
+                server_pid: 4321,
+                server_started: 1796010000,
             })
         );
         assert_eq!(parse_pane_rows("%1\x1f2"), vec![], "a short row is no row");
@@ -426,5 +460,46 @@ mod tests {
         let rows = [row("a", "%1", "x", true)];
         let r = reconcile(Path::new("/s"), &rows, &agents, 1);
         assert_eq!(r, Reconciled::default());
+    }
+
+    #[test]
+    fn agents_of_an_earlier_server_at_the_socket_are_lost_not_gone() {
+        let place = |server_pid, server_started| Placement {
+            window_name: "w".into(),
+            window_index: 0,
+            window_layout: String::new(),
+            pane_index: 0,
+            server_pid,
+            server_started,
+        };
+        // Started in the same second as the new server, by another pid: still another server.
+        let (earlier, unknown, same) = (place(7, 200), place(0, 0), place(9, 200));
+        let host = tmux("/s", "w", "%0");
+        let known = |id, placement| Known {
+            id,
+            host: &host,
+            placement: Some(placement),
+            pid: Some(42),
+            ended: false,
+            origin: Origin::Launched,
+        };
+        let agents = [
+            known("before-reboot", &earlier),
+            known("never-placed", &unknown),
+            known("closed", &same),
+        ];
+        // The new server's pane %0 is someone else's shell: no agent option.
+        let mut shell = row("", "%0", "w", false);
+        shell.placement = Some(place(9, 200));
+        let r = reconcile(Path::new("/s"), &[shell], &agents, 1);
+        assert_eq!(r.lost, vec!["before-reboot".to_string()]);
+        assert_eq!(
+            r.gone,
+            vec![
+                ("never-placed".to_string(), Some(42)),
+                ("closed".to_string(), Some(42))
+            ]
+        );
+        assert!(r.sessions.is_empty(), "{r:?}");
     }
 }
