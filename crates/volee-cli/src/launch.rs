@@ -140,7 +140,7 @@ fn launch_on(machine: &str, args: &LaunchArgs) -> CliResult {
 }
 
 /// `--host`: (tmux session, zellij session); neither means the caller's tmux.
-fn host_of(host: Option<&str>) -> CliResult<(Option<String>, Option<String>)> {
+pub(crate) fn host_of(host: Option<&str>) -> CliResult<(Option<String>, Option<String>)> {
     Ok(match host {
         None | Some("tmux") => (None, None),
         Some(h) if h.starts_with("tmux:") => (Some(h["tmux:".len()..].to_string()), None),

@@ -177,9 +177,52 @@ impl ZellijCli {
                     tokio::time::sleep(Duration::from_millis(40 << attempt)).await;
                     attempt += 1;
                 }
+                // Said again and again: the list of sessions (read without connecting to this
+                // one) tells a session that is really gone (killed: "There is no active
+                // session!" too) from a live one answering oddly.
+                Err(ZellijError::Failed { message, .. })
+                    if message.contains("There is no active session")
+                        && self.listed().await == Some(false) =>
+                {
+                    return Err(ZellijError::NoSession(self.session.clone()));
+                }
                 other => return other,
             }
         }
+    }
+
+    /// Is this session among `zellij list-sessions`' running ones? None when zellij cannot say.
+    async fn listed(&self) -> Option<bool> {
+        let mut cmd = Command::new(&self.bin);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd.args(["list-sessions", "--no-formatting"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let out = tokio::time::timeout(TIMEOUT, cmd.output())
+            .await
+            .ok()?
+            .ok()?;
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if said.contains("No active zellij sessions") {
+            return Some(false);
+        }
+        if !out.status.success() {
+            return None;
+        }
+        // `NAME [Created 2s ago]`, one per line; an exited session zellij can resurrect says
+        // `(EXITED - attach to resurrect)`: not running.
+        Some(String::from_utf8_lossy(&out.stdout).lines().any(|l| {
+            l.split_once(' ').map_or(l, |(name, _)| name) == self.session
+                && !l.contains("EXITED")
+        }))
     }
 
     async fn run_once<S: AsRef<str>>(&self, args: &[S]) -> Result<String, ZellijError> {

@@ -48,6 +48,8 @@ impl Daemon {
                 }
             }
             HostEvent::SessionGone(session) => {
+                // The session itself went away (killed, zellij crashed, a reboot): its agents'
+                // host is lost, so they can be restored (`volee restore --host zellij[:S]`).
                 let gone: Vec<String> = self
                     .registry
                     .iter()
@@ -56,7 +58,7 @@ impl Daemon {
                     .collect();
                 for id in gone {
                     self.registry
-                        .observe(&id, Observation::ProcessGone { at: now });
+                        .observe(&id, Observation::HostLost { at: now });
                 }
             }
             HostEvent::PluginHello(_) => self.notices.status_dirty = true,
