@@ -94,7 +94,7 @@ impl DaemonCleanup {
             .unwrap_or_default()
     }
 
-    fn stop(&self) -> (String, Vec<i32>) {
+    pub(crate) fn stop(&self) -> (String, Vec<i32>) {
         let out = Command::new(&self.bin)
             .args(["app-server", "daemon", "stop"])
             .env("HOME", &self.home)

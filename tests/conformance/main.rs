@@ -23,6 +23,7 @@ mod grok;
 mod join;
 mod opencode;
 mod qwen;
+mod restore;
 mod worktree;
 
 use std::path::{Path, PathBuf};
