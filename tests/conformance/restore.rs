@@ -8,6 +8,10 @@
 //! prompt and names that session, and no new session file appears. Then the restored agent's
 //! states work as before: idle → a prompt makes it working → idle → its exit command makes it
 //! done. No harness process outlives the test.
+//!
+//! Codex's shared app-server daemon (started by its TUI, detached) does not die with the tmux
+//! server: one test leaves it running (the restored TUI finds its thread loaded there), the other
+//! stops it as a reboot would (the restored Codex reads its thread back from the rollout file).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -48,8 +52,10 @@ struct Case<'a> {
     /// Is this pid (under the harness) a process meant to outlive it (Codex's app-server
     /// daemon)? Such processes are not expected to end with the tmux server.
     shared: &'a dyn Fn(i32) -> bool,
-    /// Run once the harness is gone: ends what a reboot would end too; says what it did.
-    after_kill: &'a dyn Fn() -> String,
+    /// Some: the shared processes are ended too once the harness is gone (what a reboot ends
+    /// besides the tmux server), so the restored harness reads its session back from its files;
+    /// it says what it did. None: they live on (only the tmux server died).
+    end_shared: Option<&'a dyn Fn() -> String>,
 }
 
 /// `pid` and its descendants (from `/proc`'s parent links).
@@ -253,9 +259,15 @@ fn restore_after_the_tmux_server_died(case: &Case, env: &TestEnv, server: &Model
     // What a reboot ends too: the harness's own daemon (Codex's app-server, which outlives
     // its TUI by design), so the restored harness reads its session back from its files.
     let shared_alive = shared.iter().filter(|p| alive(**p)).count();
-    let after_kill = (case.after_kill)();
-    let (_, shared_left) = ended_or_killed(&shared, Duration::from_secs(10));
-    assert!(shared_left.is_empty(), "{shared_left:?}");
+    let after_kill = match case.end_shared {
+        Some(end) => {
+            let said = end();
+            let (_, left) = ended_or_killed(&shared, Duration::from_secs(10));
+            assert!(left.is_empty(), "outlived their stop: {left:?}");
+            said
+        }
+        None => "left running".to_string(),
+    };
     let stopped = wait_until(
         "the agent stopped and restorable",
         Duration::from_secs(15),
@@ -500,13 +512,26 @@ fn claude_code_is_restored_on_its_own_session_after_its_tmux_server_died() {
         session_in: &["header x-claude-code-session-id"],
         is_harness: &is_harness,
         shared: &|_| false,
-        after_kill: &|| "none".to_string(),
+        end_shared: None,
     };
     restore_after_the_tmux_server_died(&case, &w.env, &server);
 }
 
+/// Codex CLI's TUI dies with its tmux server; its shared app-server daemon (started by the
+/// TUI, detached) lives on: the restored TUI finds its thread there (`volee restore --all`).
 #[test]
 fn codex_cli_is_restored_on_its_own_session_after_its_tmux_server_died() {
+    codex_restore(false);
+}
+
+/// As after a reboot: the app-server daemon is stopped too, so the restored Codex reads its
+/// thread back from its rollout file (`volee restore ID`).
+#[test]
+fn codex_cli_is_restored_from_its_rollout_when_its_daemon_went_away_too() {
+    codex_restore(true);
+}
+
+fn codex_restore(reboot: bool) {
     let Some(mut w) = crate::common::world("codex", "the Codex CLI restore test") else {
         return;
     };
@@ -539,11 +564,18 @@ fn codex_cli_is_restored_on_its_own_session_after_its_tmux_server_died() {
     let sessions = home.join(".codex/sessions");
     let session_files = || jsonl_under(&sessions);
     let is_harness = |pid: i32| cmdline_mentions(pid, "codex");
+    let end_daemon = || {
+        let (said, killed) = cleanup.stop();
+        format!(
+            "codex app-server daemon stop: {said}; then killed: {}",
+            killed.len()
+        )
+    };
     let case = Case {
         harness: "codex",
         exit: "/quit",
         exit_status: 0,
-        all: true,
+        all: !reboot,
         session_files: &session_files,
         session_in: &[
             "header session-id",
@@ -552,13 +584,7 @@ fn codex_cli_is_restored_on_its_own_session_after_its_tmux_server_died() {
         ],
         is_harness: &is_harness,
         shared: &|pid| cmdline_mentions(pid, "app-server-daemon"),
-        after_kill: &|| {
-            let (said, killed) = cleanup.stop();
-            format!(
-                "codex app-server daemon stop: {said:?}; then killed: {}",
-                killed.len()
-            )
-        },
+        end_shared: reboot.then_some(&end_daemon as &dyn Fn() -> String),
     };
     restore_after_the_tmux_server_died(&case, &w.env, &server);
     drop(cleanup);

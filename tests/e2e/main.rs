@@ -19,6 +19,7 @@ mod push;
 mod remote;
 mod remote_cli;
 mod restore;
+mod resurrect;
 mod sessions;
 mod states;
 mod tmux_front;

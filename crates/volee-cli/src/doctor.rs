@@ -90,6 +90,18 @@ fn checks() -> Vec<Check> {
         }
         Err(e) => check(Level::Missing, "tmux", "not installed".into(), e.hint()),
     });
+    // tmux-resurrect (and tmux-continuum, which runs its restore): in the caller's tmux server
+    // when one runs, else where TPM installs plugins.
+    let socket = crate::caller::tmux_socket(None);
+    let server = volee_tmux::server::TmuxServer::new(&socket);
+    let running = volee_tmux::server::version().is_ok() && server.is_running();
+    let (fine, detail, fix) = crate::resurrect::doctor_line(running.then_some(&server));
+    checks.push(check(
+        if fine { Level::Ok } else { Level::Warn },
+        "resurrect",
+        detail,
+        fix,
+    ));
     let zellij = volee_zellij::find_binary()
         .ok()
         .and_then(|bin| crate::program::read_version(&bin, None));

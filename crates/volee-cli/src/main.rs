@@ -30,6 +30,7 @@ mod probe;
 mod profiles;
 mod program;
 mod restore;
+mod resurrect;
 mod send;
 mod serve;
 mod sessions_cmd;
@@ -159,7 +160,9 @@ there; a file in volee's export format comes in with --import FILE."
   volee restore k3f9 fix-auth       these two only
 
 Restorable agents show restorable: true in volee ls --all --json; they are kept until restored
-or removed (volee rm). volee resume ID is different: it starts a new agent beside you.")]
+or removed (volee rm). volee resume ID is different: it starts a new agent beside you.
+With tmux-resurrect, volee tmux-init sets its @resurrect-hook-post-restore-all to
+volee restore --all --into-resurrect: a resurrect restore brings the agents back in their panes.")]
     Restore {
         /// The agents (ids, prefixes or names); or --all.
         ids: Vec<String>,
@@ -173,6 +176,11 @@ or removed (volee rm). volee resume ID is different: it starts a new agent besid
         /// after the restore).
         #[arg(long)]
         json: bool,
+        /// After a tmux-resurrect restore (its post-restore-all hook, which volee tmux-init
+        /// sets): only this tmux server's agents, each run in the pane resurrect restored in its
+        /// place (its shell, or its program typed back) instead of a new pane beside it.
+        #[arg(long)]
+        into_resurrect: bool,
     },
     /// Bring this terminal to the agent's pane (inside tmux: switch; outside: attach; MACHINE:ID:
     /// attach there over volee's ssh connection).
@@ -383,7 +391,8 @@ fn main() {
             all,
             dry_run,
             json,
-        } => restore::restore(&ids, all, dry_run, json),
+            into_resurrect,
+        } => restore::restore(&ids, all, dry_run, json, into_resurrect),
         Command::Stop {
             id,
             remove_worktree,

@@ -29,6 +29,9 @@ struct Step {
     session: String,
     window: String,
     cwd: String,
+    /// `--into-resurrect`: the pane tmux-resurrect restored in its place, which it runs in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    into_pane: Option<String>,
     /// After the restore: where it is now.
     #[serde(skip_serializing_if = "Option::is_none")]
     restored: Option<AgentView>,
@@ -86,6 +89,7 @@ fn plan(agent: &AgentView, live: &[AgentView]) -> Step {
         session,
         window,
         cwd: cwd.clone(),
+        into_pane: None,
         restored: None,
         error: None,
     };
@@ -134,7 +138,16 @@ fn order_key(agent: &AgentView) -> (String, u32, u32, String) {
     (session, w, p, agent.created_at.clone())
 }
 
-pub fn restore(ids: &[String], all: bool, dry_run: bool, as_json: bool) -> CliResult {
+/// `volee restore`; `into_resurrect` (`--into-resurrect`, tmux-resurrect's post-restore-all
+/// hook): only the caller's tmux server's agents, each into the pane resurrect restored in its
+/// place when there is one.
+pub fn restore(
+    ids: &[String],
+    all: bool,
+    dry_run: bool,
+    as_json: bool,
+    into_resurrect: bool,
+) -> CliResult {
     let everyone = agents_of(ask(&Request::List { all: true })?)?;
     let mut chosen: Vec<AgentView> = if all {
         everyone
@@ -163,11 +176,43 @@ pub fn restore(ids: &[String], all: bool, dry_run: bool, as_json: bool) -> CliRe
     };
     chosen.sort_by_key(order_key);
     chosen.dedup_by(|a, b| a.id == b.id);
+    // After a tmux-resurrect restore: this server's agents, in the panes it restored.
+    let resurrect_server = into_resurrect.then(|| {
+        let socket = crate::caller::tmux_socket(None);
+        chosen.retain(|a| crate::resurrect::on_server(a, &socket));
+        volee_tmux::server::TmuxServer::new(&socket)
+    });
     let live: Vec<AgentView> = everyone
         .into_iter()
         .filter(|a| !a.state.is_final())
         .collect();
     let mut steps: Vec<Step> = chosen.iter().map(|a| plan(a, &live)).collect();
+    if let Some(server) = &resurrect_server {
+        let rows = crate::resurrect::panes(server);
+        let shell = crate::resurrect::default_shell(server);
+        let save = crate::resurrect::save_dir(server)
+            .and_then(|d| std::fs::read_to_string(d.join("last")).ok())
+            .unwrap_or_default();
+        let saved = crate::resurrect::saved_programs(&save);
+        let takeable = crate::resurrect::Takeable {
+            shell: shell.as_deref(),
+            saved: &saved,
+        };
+        let restoring: Vec<AgentView> = chosen
+            .iter()
+            .zip(&steps)
+            .filter(|(_, s)| s.action == "restore")
+            .map(|(a, _)| a.clone())
+            .collect();
+        let panes = crate::resurrect::pane_for_each(&rows, &restoring, &takeable);
+        for (step, pane) in steps
+            .iter_mut()
+            .filter(|s| s.action == "restore")
+            .zip(panes)
+        {
+            step.into_pane = pane;
+        }
+    }
     if !dry_run {
         if steps.iter().any(|s| s.action == "restore") {
             volee_tmux::server::version()?;
@@ -212,7 +257,10 @@ pub fn restore(ids: &[String], all: bool, dry_run: bool, as_json: bool) -> CliRe
     }
     let mut text = String::new();
     for s in &steps {
-        let place = format!("{}:{}", s.session, s.window);
+        let mut place = format!("{}:{}", s.session, s.window);
+        if let Some(pane) = &s.into_pane {
+            place.push_str(&format!(", in tmux-resurrect's pane {pane}"));
+        }
         let line = match (s.action, dry_run, &s.restored, &s.error) {
             ("skip", _, _, _) => format!(
                 "skip     {} ({}): {}",
@@ -296,10 +344,10 @@ pub fn on_up(agents: &[AgentView], terminal: bool) -> CliResult {
          (the plan: volee restore --all --dry-run)"
     );
     match on_up {
-        OnUp::Always => restore(&[], true, false, false),
+        OnUp::Always => restore(&[], true, false, false, false),
         OnUp::Ask if terminal => {
             if crate::caller::confirm(&format!("Restore {them} now?"))? {
-                restore(&[], true, false, false)
+                restore(&[], true, false, false, false)
             } else {
                 out("not restored; later: volee restore --all");
                 Ok(())
@@ -342,6 +390,7 @@ fn restore_one(agent: &AgentView, step: &Step) -> CliResult<AgentView> {
     req.window = Some(WindowPlace {
         name: step.window.clone(),
         index: agent.placement.as_ref().map(|p| p.window_index),
+        pane: step.into_pane.clone(),
     });
     agent_of(ask(&Request::Launch(req))?)
 }

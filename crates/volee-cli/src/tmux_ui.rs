@@ -124,6 +124,13 @@ fn init_server(server: &TmuxServer) -> CliResult<Vec<String>> {
     let bin = volee_bin()?;
     let mut warnings = Vec::new();
     server.run(&["set-option", "-g", "@volee-bin", &bin])?;
+    // tmux-resurrect's restore brings volee's agents back. First of all: tmux-continuum runs
+    // resurrect's restore about a second after tmux starts.
+    warnings.extend(crate::resurrect::install(
+        server,
+        &bin,
+        &crate::resurrect::log_file(&paths()),
+    ));
 
     // Status line: replace the user's placeholder, or append when there is none.
     let status_right = server
@@ -229,6 +236,7 @@ fn down_server(server: &TmuxServer) -> CliResult {
     if let Some(len) = option(server, "@volee-saved-status-right-length") {
         let _ = server.run(&["set-option", "-g", "status-right-length", &len]);
     }
+    crate::resurrect::uninstall(server);
     for opt in [
         "@volee-status",
         "@volee-bin",

@@ -354,6 +354,11 @@ pub struct LaunchRequest {
 pub struct WindowPlace {
     pub name: String,
     pub index: Option<u32>,
+    /// A pane (`%N`) to run the agent in instead of opening one: the shell tmux-resurrect
+    /// restored in the agent's place (`volee restore --into-resurrect`); whatever runs in it is
+    /// replaced (`respawn-pane -k`). Ignored when that pane is gone or in another session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pane: Option<String>,
 }
 
 fn generic_fit() -> ProfileFit {

@@ -711,6 +711,11 @@ async fn open_in_place(
         .clone()
         .ok_or_else(|| HostError::BadArgument("a restore names its session".into()))?;
     let target = format!("={session}");
+    if let Some(pane) = &place.pane {
+        if let Some(out) = respawn_in(server, o, &session, pane).await? {
+            return Ok(out);
+        }
+    }
     if server
         .run_async(&["has-session", "-t", &target])
         .await
@@ -763,6 +768,44 @@ async fn open_in_place(
             Ok(server.run_async(&args).await?)
         }
     }
+}
+
+/// `volee restore --into-resurrect`: run the agent in `pane` (tmux-resurrect's shell in its
+/// place), replacing what runs there, when that pane is still in `session`. What tmux prints of
+/// it, as for a new pane; None when the pane is not there (a pane is opened instead).
+async fn respawn_in(
+    server: &TmuxServer,
+    o: &OpenTmux,
+    session: &str,
+    pane: &str,
+) -> Result<Option<String>, HostError> {
+    let fields = fields_format(&["window_id", "pane_id", "pane_pid", "session_name"]);
+    let Ok(before) = server
+        .run_async(&["display-message", "-p", "-t", pane, &fields])
+        .await
+    else {
+        return Ok(None);
+    };
+    let f = split_fields(before.trim_end().as_bytes());
+    if f.get(1).map(String::as_str) != Some(pane) || f.get(3).map(String::as_str) != Some(session)
+    {
+        return Ok(None);
+    }
+    let mut args: Vec<String> = vec![
+        "respawn-pane".into(),
+        "-k".into(),
+        "-t".into(),
+        pane.into(),
+        "-c".into(),
+        o.cwd.clone(),
+    ];
+    args.extend(o.command.iter().cloned());
+    server.run_async(&args).await?;
+    Ok(Some(
+        server
+            .run_async(&["display-message", "-p", "-t", pane, &fields])
+            .await?,
+    ))
 }
 
 /// The session to launch into: the one asked for, else the caller's, else `volee`.
