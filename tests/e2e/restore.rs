@@ -234,7 +234,7 @@ fn after_the_daemon_and_the_server_die_up_offers_the_restore_and_always_does_it(
     std::fs::create_dir_all(env.volee_home().join("config")).unwrap();
     std::fs::write(
         env.volee_home().join("config/config.toml"),
-        "[restore]\non_up = \"always\"\n",
+        "discovery_interval = \"off\"\n[restore]\non_up = \"always\"\n",
     )
     .unwrap();
     let said = env.ok(["up"]);

@@ -301,8 +301,10 @@ impl Daemon {
     pub(super) fn on_panes(&mut self, socket: &Path, rows: Result<Vec<PaneRow>, TmuxError>) {
         let now = now_ms();
         let rows = match rows {
-            Ok(rows) => rows,
-            Err(TmuxError::NoServer { .. }) => {
+            Ok(rows) if !rows.is_empty() => rows,
+            // No pane at all: a server being killed answers so on its way out (tmux ends once
+            // its last session is gone) — its agents' host is lost as when it no longer answers.
+            Ok(_) | Err(TmuxError::NoServer { .. }) => {
                 let lost: Vec<String> = self
                     .registry
                     .iter()
