@@ -165,6 +165,27 @@ fn agents_of_a_killed_tmux_server_are_restored_into_their_windows_with_their_ids
     // Nothing is left to restore.
     let again = env.ok(["restore", "--all"]);
     assert_eq!(again, "nothing to restore");
+
+    // The restored server (started by the restore) is lost in turn: restorable again, back again.
+    env.tmux(&["kill-server"]);
+    wait_until(
+        "restorable a second time",
+        Duration::from_secs(10),
+        || {
+            let agents = all_agents(&env);
+            agents
+                .iter()
+                .all(|v| v["state"] == "stopped" && v["restorable"] == true)
+                .then_some(())
+        },
+        || format!("{:#?}\n{}", all_agents(&env), env.log_tail()),
+    );
+    let done = env.ok(["restore", "--all"]);
+    assert_eq!(done.matches("restored ").count(), 3, "{done}");
+    for v in all_agents(&env) {
+        assert_eq!(v["restored"].as_array().map(Vec::len), Some(2), "{v}");
+    }
+    assert_eq!(windows(&env), after);
 }
 
 /// What a reboot does, as far as volee can tell: its daemon dies with the tmux server (here
