@@ -884,3 +884,85 @@ fn the_plugin_pane_lists_past_sessions_and_enter_resumes_one() {
     });
     assert!(failed.contains("project directory"), "{failed}");
 }
+
+/// A killed zellij session's agents are stopped with their host gone and restorable; `volee
+/// restore` without a zellij host skips them saying how, and `--host zellij:S` brings them back,
+/// with their ids and names, each in a new tab of session S (issue 22).
+#[test]
+fn a_killed_zellij_sessions_agents_are_restored_into_another_session() {
+    let Some((_serial, mut env)) = setup() else {
+        return;
+    };
+    let Some(bin) = zellij_binary() else {
+        return;
+    };
+    let vars = start_zellij(&mut env, &bin, "vk");
+    let killed = KillSession::new(&bin, "vk", vars);
+    let script = "echo ready; exec sleep 300";
+    let ids: Vec<String> = ["one", "two"]
+        .iter()
+        .map(|name| {
+            env.ok([
+                "launch",
+                "--host",
+                "zellij:vk",
+                "--name",
+                name,
+                "--",
+                "sh",
+                "-c",
+                script,
+            ])
+        })
+        .collect();
+    for id in &ids {
+        env.wait_state(id, "idle", 20);
+    }
+    let out = killed.zellij(&["kill-session", "vk"]);
+    let out = if out.status.success() {
+        out
+    } else {
+        killed
+            .command()
+            .args(["kill-session", "vk"])
+            .output()
+            .unwrap()
+    };
+    assert!(out.status.success(), "{out:?}");
+    for id in &ids {
+        let v = wait_until(
+            "stopped, its host gone, restorable",
+            Duration::from_secs(15),
+            || {
+                let v = env.agent(id);
+                (v["state"] == "stopped" && v["restorable"] == true).then_some(v)
+            },
+            || format!("{}\n{}", env.agent(id), env.log_tail()),
+        );
+        assert!(v["evidence"].as_str().unwrap().contains("gone"), "{v}");
+    }
+    // Without a zellij session to go to: skipped, saying how.
+    let plan = env.ok(["restore", "--all", "--dry-run"]);
+    assert_eq!(plan.matches("skip").count(), 2, "{plan}");
+    assert!(plan.contains("--host zellij"), "{plan}");
+
+    let vars = start_zellij(&mut env, &bin, "vn");
+    let _kill = KillSession::new(&bin, "vn", vars);
+    let plan = env.ok(["restore", "--all", "--host", "zellij:vn", "--dry-run"]);
+    assert_eq!(plan.matches("restore ").count(), 2, "{plan}");
+    assert!(plan.contains("vn:one") && plan.contains("vn:two"), "{plan}");
+    let done = env.ok(["restore", "--all", "--host", "zellij:vn"]);
+    assert_eq!(done.matches("restored ").count(), 2, "{done}");
+    let mut tabs = std::collections::BTreeSet::new();
+    for (id, name) in ids.iter().zip(["one", "two"]) {
+        let v = env.agent(id);
+        assert_eq!(v["name"], name, "{v}");
+        assert_eq!(v["host"]["kind"], "zellij", "{v}");
+        assert_eq!(v["host"]["session"], "vn", "{v}");
+        assert!(tabs.insert(v["host"]["tab"].to_string()), "a tab each: {v}");
+        env.wait_state(id, "idle", 20);
+    }
+    let all: Vec<serde_json::Value> =
+        serde_json::from_str(&env.ok(["ls", "--all", "--json"])).unwrap();
+    assert_eq!(all.len(), 2, "no new agents: {all:#?}");
+}

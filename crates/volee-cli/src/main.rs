@@ -181,6 +181,11 @@ volee restore --all --into-resurrect: a resurrect restore brings the agents back
         /// place (its shell, or its program typed back) instead of a new pane beside it.
         #[arg(long)]
         into_resurrect: bool,
+        /// Put them all in this session instead of each in its own place: `tmux:SESSION`, or
+        /// `zellij[:SESSION]` (a new tab each; the way back for a killed zellij session's
+        /// agents; `zellij` alone: the zellij session you are in).
+        #[arg(long, value_name = "tmux:SESSION|zellij[:SESSION]")]
+        host: Option<String>,
     },
     /// Bring this terminal to the agent's pane (inside tmux: switch; outside: attach; MACHINE:ID:
     /// attach there over volee's ssh connection).
@@ -392,7 +397,8 @@ fn main() {
             dry_run,
             json,
             into_resurrect,
-        } => restore::restore(&ids, all, dry_run, json, into_resurrect),
+            host,
+        } => restore::restore_to(&ids, all, dry_run, json, into_resurrect, host.as_deref()),
         Command::Stop {
             id,
             remove_worktree,

@@ -72,10 +72,37 @@ fn what_restore_means(agent: &AgentView) -> Result<Option<String>, String> {
     Ok(None)
 }
 
-fn plan(agent: &AgentView, live: &[AgentView]) -> Step {
-    let (session, window) = match (&agent.host, &agent.placement) {
-        (Host::Tmux { session, .. }, Some(p)) => (session.clone(), p.window_name.clone()),
-        (Host::Tmux { session, .. }, None) => (session.clone(), agent.name.clone()),
+/// Where restored agents go: each into its own place in tmux (the default), or all into one
+/// session named by `--host` (`tmux:S`; `zellij[:S]`, a new tab each — the way back for a
+/// killed zellij session's agents).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Own,
+    Tmux(String),
+    Zellij(String),
+}
+
+impl Target {
+    /// `--host`: `tmux`, `tmux:SESSION`, `zellij` (the caller's zellij session) or
+    /// `zellij:SESSION`.
+    pub fn from_host(host: Option<&str>) -> CliResult<Target> {
+        Ok(match crate::launch::host_of(host)? {
+            (Some(tmux), _) => Target::Tmux(tmux),
+            (None, Some(zellij)) => Target::Zellij(zellij),
+            (None, None) => Target::Own,
+        })
+    }
+}
+
+fn plan(agent: &AgentView, live: &[AgentView], target: &Target) -> Step {
+    let (session, window) = match (&agent.host, &agent.placement, target) {
+        (_, _, Target::Zellij(s)) => (s.clone(), agent.name.clone()),
+        (_, Some(p), Target::Tmux(s)) => (s.clone(), p.window_name.clone()),
+        (_, None, Target::Tmux(s)) => (s.clone(), agent.name.clone()),
+        (Host::Tmux { session, .. }, Some(p), Target::Own) => {
+            (session.clone(), p.window_name.clone())
+        }
+        (Host::Tmux { session, .. }, None, Target::Own) => (session.clone(), agent.name.clone()),
         _ => (String::new(), agent.name.clone()),
     };
     // Its cwd (inside its worktree when it had one).
@@ -98,8 +125,18 @@ fn plan(agent: &AgentView, live: &[AgentView]) -> Step {
         step.note = Some(why);
         step
     };
-    if !matches!(agent.host, Host::Tmux { .. }) {
-        return skip(step, "it was not in tmux".into());
+    match (&agent.host, target) {
+        (Host::Tmux { .. }, _) | (Host::Zellij { .. }, Target::Zellij(_) | Target::Tmux(_)) => {}
+        (Host::Zellij { session, .. }, Target::Own) => {
+            return skip(
+                step,
+                format!(
+                    "it was in zellij session {session}: restore it into a tab of a zellij \
+                     session with --host zellij[:SESSION]"
+                ),
+            )
+        }
+        _ => return skip(step, "it was not in a multiplexer pane".into()),
     }
     match what_restore_means(agent) {
         Err(why) => return skip(step, why),
@@ -148,6 +185,19 @@ pub fn restore(
     as_json: bool,
     into_resurrect: bool,
 ) -> CliResult {
+    restore_to(ids, all, dry_run, as_json, into_resurrect, None)
+}
+
+/// `volee restore … [--host tmux[:S]|zellij[:S]]`.
+pub fn restore_to(
+    ids: &[String],
+    all: bool,
+    dry_run: bool,
+    as_json: bool,
+    into_resurrect: bool,
+    host: Option<&str>,
+) -> CliResult {
+    let target = &Target::from_host(host)?;
     let everyone = agents_of(ask(&Request::List { all: true })?)?;
     let mut chosen: Vec<AgentView> = if all {
         everyone
@@ -186,7 +236,7 @@ pub fn restore(
         .into_iter()
         .filter(|a| !a.state.is_final())
         .collect();
-    let mut steps: Vec<Step> = chosen.iter().map(|a| plan(a, &live)).collect();
+    let mut steps: Vec<Step> = chosen.iter().map(|a| plan(a, &live, target)).collect();
     if let Some(server) = &resurrect_server {
         let rows = crate::resurrect::panes(server);
         let shell = crate::resurrect::default_shell(server);
@@ -214,7 +264,7 @@ pub fn restore(
         }
     }
     if !dry_run {
-        if steps.iter().any(|s| s.action == "restore") {
+        if steps.iter().any(|s| s.action == "restore") && !matches!(target, Target::Zellij(_)) {
             volee_tmux::server::version()?;
         }
         // The layout each window had, applied once all its panes are back.
@@ -223,7 +273,7 @@ pub fn restore(
             if step.action != "restore" {
                 continue;
             }
-            match restore_one(agent, step) {
+            match restore_one(agent, step, target) {
                 Ok(view) => {
                     if let (Host::Tmux { socket, window, .. }, Some(p)) =
                         (&view.host, &agent.placement)
@@ -361,7 +411,7 @@ pub fn on_up(agents: &[AgentView], terminal: bool) -> CliResult {
 }
 
 /// Relaunch one agent into its place, keeping its id.
-fn restore_one(agent: &AgentView, step: &Step) -> CliResult<AgentView> {
+fn restore_one(agent: &AgentView, step: &Step, target: &Target) -> CliResult<AgentView> {
     let line = crate::launch::resume_line(agent, false)?;
     let socket = match &agent.host {
         Host::Tmux { socket, .. } => socket.clone(),
@@ -375,9 +425,12 @@ fn restore_one(agent: &AgentView, step: &Step) -> CliResult<AgentView> {
             cwd: step.cwd.clone(),
             name: Some(agent.name.clone()),
             tmux_socket: socket,
-            tmux_session: Some(step.session.clone()),
+            tmux_session: (!matches!(target, Target::Zellij(_))).then(|| step.session.clone()),
             caller_pane: None,
-            zellij_session: None,
+            zellij_session: match target {
+                Target::Zellij(s) => Some(s.clone()),
+                _ => None,
+            },
         },
         {
             // As `volee resume` does: the caller's environment, minus where the caller is.
@@ -387,7 +440,7 @@ fn restore_one(agent: &AgentView, step: &Step) -> CliResult<AgentView> {
         },
     );
     req.restore = Some(agent.id.clone());
-    req.window = Some(WindowPlace {
+    req.window = (!matches!(target, Target::Zellij(_))).then(|| WindowPlace {
         name: step.window.clone(),
         index: agent.placement.as_ref().map(|p| p.window_index),
         pane: step.into_pane.clone(),
