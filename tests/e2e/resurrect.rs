@@ -100,6 +100,25 @@ fn a_resurrect_restore_brings_the_agents_back_in_its_own_panes_never_beside_them
     let Some((_guard, env)) = setup() else {
         return;
     };
+    save_kill_restore(&env, false);
+}
+
+/// A reboot: volee's daemon goes with the tmux server; the new server's tmux.conf starts it
+/// again (volee's plugin runs tmux-init) before resurrect restores, and its old panes' ids are
+/// reused by resurrect's new panes.
+#[test]
+fn after_a_reboot_the_hook_brings_the_agents_back_in_resurrects_panes() {
+    let Some((_guard, env)) = setup() else {
+        return;
+    };
+    save_kill_restore(&env, true);
+}
+
+/// Agents and a shell of the user's, resurrect's save, the server killed (with the daemon when
+/// `reboot`), a fresh server, tmux-init, resurrect's restore: the same panes, each agent in its
+/// own place.
+fn save_kill_restore(env: &TestEnv, reboot: bool) {
+    let env = env;
     let bin = env!("CARGO_BIN_EXE_volee");
     let save_dir = env.root().join("resurrect");
     resurrect_loaded(&env, &save_dir);
@@ -173,18 +192,38 @@ fn a_resurrect_restore_brings_the_agents_back_in_its_own_panes_never_beside_them
 
     // The reboot; then tmux starts again (a fresh server's session "0"), its tmux.conf loads
     // resurrect and volee's plugin (tmux-init), and resurrect restores.
-    env.tmux(&["kill-server"]);
-    wait_until(
-        "stopped and restorable",
-        Duration::from_secs(10),
-        || {
-            all_agents(&env)
-                .iter()
-                .all(|v| v["state"] == "stopped" && v["restorable"] == true)
-                .then_some(())
-        },
-        || format!("{:#?}\n{}", all_agents(&env), env.log_tail()),
-    );
+    if reboot {
+        let server: i32 = env
+            .tmux(&["display-message", "-p", "#{pid}"])
+            .trim()
+            .parse()
+            .unwrap();
+        env.kill_daemon();
+        env.tmux(&["kill-server"]);
+        wait_until(
+            "the old tmux server gone",
+            Duration::from_secs(10),
+            || {
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(server), None)
+                    .is_err()
+                    .then_some(())
+            },
+            || format!("tmux server {server} lives on"),
+        );
+    } else {
+        env.tmux(&["kill-server"]);
+        wait_until(
+            "stopped and restorable",
+            Duration::from_secs(10),
+            || {
+                all_agents(env)
+                    .iter()
+                    .all(|v| v["state"] == "stopped" && v["restorable"] == true)
+                    .then_some(())
+            },
+            || format!("{:#?}\n{}", all_agents(env), env.log_tail()),
+        );
+    }
     env.tmux(&[
         "-f",
         "/dev/null",
