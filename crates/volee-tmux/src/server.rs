@@ -121,10 +121,7 @@ impl TmuxServer {
             return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
         }
         let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
-        if stderr.contains("no server running")
-            || stderr.contains("error connecting to")
-            || stderr.contains("No such file or directory")
-        {
+        if server_gone(&stderr) {
             return Err(TmuxError::NoServer {
                 socket: self.socket.clone(),
             });
@@ -145,6 +142,22 @@ impl TmuxServer {
         self.run(&["has-session", "-t", &format!("={name}")])
             .is_ok()
     }
+}
+
+/// Does a tmux client's stderr say there is no server (none running, or one that went away while
+/// the client talked to it)? A server being killed answers a command that reached it with
+/// `server exited unexpectedly` (seen: the daemon's pane listing racing `tmux kill-server`; taken
+/// for an ordinary failure, the lost server's agents were never marked stopped).
+fn server_gone(stderr: &str) -> bool {
+    [
+        "no server running",
+        "error connecting to",
+        "No such file or directory",
+        "server exited unexpectedly",
+        "lost server",
+    ]
+    .iter()
+    .any(|said| stderr.contains(said))
 }
 
 /// tmux reads an argv argument that ends in `;` as the end of a command (`set @t 'a;'` stores
@@ -197,6 +210,19 @@ mod tests {
         assert_eq!(literal_arg("a;b"), "a;b");
         let argv = join_commands(&[&["set", "-g", "@a", "x;"][..], &["show", "-gv", "@a"][..]]);
         assert_eq!(argv, ["set", "-g", "@a", "x\\;", ";", "show", "-gv", "@a"]);
+    }
+
+    #[test]
+    fn a_server_that_went_away_is_no_server() {
+        for said in [
+            "no server running on /tmp/tmux-0/default",
+            "error connecting to /tmp/x (Connection refused)",
+            "server exited unexpectedly",
+            "lost server",
+        ] {
+            assert!(server_gone(said), "{said}");
+        }
+        assert!(!server_gone("can't find session: main"));
     }
 
     /// The rule checked against the real tmux: values ending in `;` (and a lone `;`) survive argv.

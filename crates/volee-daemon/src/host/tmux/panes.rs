@@ -115,9 +115,17 @@ pub fn parse_pane_rows(text: &str) -> Vec<PaneRow> {
 
 /// Every pane of the server at `socket` (a task's work: it runs `tmux list-panes -a`).
 pub async fn list(socket: PathBuf) -> Result<Vec<PaneRow>, TmuxError> {
-    let text = TmuxServer::new(socket)
+    let text = match TmuxServer::new(&socket)
         .run_async(&["list-panes", "-a", "-F", &fields_format(PANE_FIELDS)])
-        .await?;
+        .await
+    {
+        // `list-panes -a` with no session left: a server being killed (seen racing
+        // `tmux kill-server`); its agents were lost with it, not closed.
+        Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
+            return Err(TmuxError::NoServer { socket })
+        }
+        r => r?,
+    };
     Ok(parse_pane_rows(&text))
 }
 
