@@ -118,12 +118,11 @@ fn after_a_reboot_the_hook_brings_the_agents_back_in_resurrects_panes() {
 /// `reboot`), a fresh server, tmux-init, resurrect's restore: the same panes, each agent in its
 /// own place.
 fn save_kill_restore(env: &TestEnv, reboot: bool) {
-    let env = env;
     let bin = env!("CARGO_BIN_EXE_volee");
     let save_dir = env.root().join("resurrect");
-    resurrect_loaded(&env, &save_dir);
+    resurrect_loaded(env, &save_dir);
     env.ok(["tmux-init"]);
-    let hook = option(&env, HOOK);
+    let hook = option(env, HOOK);
     assert!(
         hook.contains(&format!("'{bin}' restore --all --into-resurrect")),
         "{hook}"
@@ -131,17 +130,17 @@ fn save_kill_restore(env: &TestEnv, reboot: bool) {
 
     // alpha alone in its window; beta, a shell of the user's and gamma in window "pair".
     let script = "echo ready; exec sleep 300";
-    let a = launch_sh(&env, "alpha", script);
-    let b = launch_sh(&env, "beta", script);
+    let a = launch_sh(env, "alpha", script);
+    let b = launch_sh(env, "beta", script);
     // gamma's shell stays, its program a child: resurrect saves that program and, as it is on
     // its list, types it back into the shell it restores there.
-    let c = launch_sh(&env, "gamma", "echo ready; sleep 300; true");
+    let c = launch_sh(env, "gamma", "echo ready; sleep 300; true");
     let host = |id: &str, what: &str| env.agent(id)["host"][what].as_str().unwrap().to_string();
     let pair = host(&b, "window");
     env.tmux(&["split-window", "-d", "-t", &host(&b, "pane")]);
     env.tmux(&["join-pane", "-d", "-s", &host(&c, "pane"), "-t", &pair]);
     env.tmux(&["rename-window", "-t", &pair, "pair"]);
-    let before = panes(&env);
+    let before = panes(env);
     let agents_in = |rows: &[(u32, String, u32, String)]| {
         rows.iter()
             .filter(|r| !r.3.is_empty())
@@ -158,7 +157,7 @@ fn save_kill_restore(env: &TestEnv, reboot: bool) {
         "placements recorded",
         Duration::from_secs(10),
         || {
-            let agents = all_agents(&env);
+            let agents = all_agents(env);
             agents
                 .iter()
                 .all(|v| {
@@ -172,11 +171,11 @@ fn save_kill_restore(env: &TestEnv, reboot: bool) {
                 })
                 .then_some(())
         },
-        || format!("{:#?}", all_agents(&env)),
+        || format!("{:#?}", all_agents(env)),
     );
 
     // Resurrect's save (the stand-in's), in the format resurrect itself wrote.
-    stand_in(&env, "save");
+    stand_in(env, "save");
     let saved = std::fs::read_to_string(save_dir.join("last")).unwrap();
     let recorded = std::fs::read_to_string(fixtures().join("save.txt")).unwrap();
     assert_eq!(shape(&saved), shape(&recorded), "{saved}\n---\n{recorded}");
@@ -234,17 +233,17 @@ fn save_kill_restore(env: &TestEnv, reboot: bool) {
         "-y",
         "40",
     ]);
-    resurrect_loaded(&env, &save_dir);
+    resurrect_loaded(env, &save_dir);
     env.ok(["tmux-init"]);
-    assert_eq!(option(&env, HOOK), hook);
-    stand_in(&env, "restore");
+    assert_eq!(option(env, HOOK), hook);
+    stand_in(env, "restore");
 
     // The hook runs volee in the background: wait for the agents.
     wait_until(
         "agents back",
         Duration::from_secs(20),
         || {
-            all_agents(&env)
+            all_agents(env)
                 .iter()
                 .all(|v| v["state"] != "stopped" && v["restorable"] == false)
                 .then_some(())
@@ -252,14 +251,14 @@ fn save_kill_restore(env: &TestEnv, reboot: bool) {
         || {
             format!(
                 "{:#?}\n{}\nhook log: {}",
-                all_agents(&env),
+                all_agents(env),
                 env.log_tail(),
                 std::fs::read_to_string(env.volee_home().join("state/resurrect.log"))
                     .unwrap_or_default()
             )
         },
     );
-    let after = panes(&env);
+    let after = panes(env);
     // The same panes in the same places, each agent in its own: none beside resurrect's.
     assert_eq!(after, before, "{after:?}");
     let sessions = env.tmux(&["list-sessions", "-F", "#{session_name}"]);
@@ -268,7 +267,7 @@ fn save_kill_restore(env: &TestEnv, reboot: bool) {
         "main",
         "resurrect's fresh session 0 is gone"
     );
-    let agents = all_agents(&env);
+    let agents = all_agents(env);
     assert_eq!(agents.len(), 3, "{agents:#?}");
     for v in &agents {
         assert_eq!(v["restored"].as_array().map(Vec::len), Some(1), "{v}");
@@ -288,12 +287,12 @@ fn save_kill_restore(env: &TestEnv, reboot: bool) {
     // Run again (a second restore): nothing left, nothing opened.
     let again = env.ok(["restore", "--all", "--into-resurrect"]);
     assert_eq!(again, "nothing to restore");
-    assert_eq!(panes(&env), before);
+    assert_eq!(panes(env), before);
 
     // volee down takes its hook out, as it set it.
     env.ok(["down"]);
-    assert_eq!(option(&env, HOOK), "");
-    assert_eq!(option(&env, "@volee-resurrect-hook"), "");
+    assert_eq!(option(env, HOOK), "");
+    assert_eq!(option(env, "@volee-resurrect-hook"), "");
 }
 
 #[test]
