@@ -307,6 +307,21 @@ fn a_users_own_resurrect_hook_is_left_alone_and_volee_prints_the_line_to_add() {
     let doctor = env.ok(["doctor"]);
     assert!(doctor.contains("tmux-resurrect not found"), "{doctor}");
 
+    // Installed by TPM but not loaded yet (listed after volee's plugin): the hook is set.
+    let plugin = env.home().join(".tmux/plugins/tmux-resurrect");
+    std::fs::create_dir_all(&plugin).unwrap();
+    std::fs::write(plugin.join("resurrect.tmux"), "#!/bin/sh\n").unwrap();
+    env.ok(["tmux-init"]);
+    assert!(option(&env, HOOK).contains("--into-resurrect"));
+    let doctor = env.ok(["doctor"]);
+    assert!(
+        doctor.contains("installed in") && doctor.contains("brings volee's agents back"),
+        "{doctor}"
+    );
+    env.ok(["down"]);
+    assert_eq!(option(&env, HOOK), "");
+    std::fs::remove_dir_all(&plugin).unwrap();
+
     // With it, and a hook of the user's own.
     resurrect_loaded(&env, &env.root().join("resurrect"));
     env.tmux(&["set-option", "-g", HOOK, "echo \"mine\" > /dev/null"]);
