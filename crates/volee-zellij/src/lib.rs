@@ -220,8 +220,7 @@ impl ZellijCli {
         // `NAME [Created 2s ago]`, one per line; an exited session zellij can resurrect says
         // `(EXITED - attach to resurrect)`: not running.
         Some(String::from_utf8_lossy(&out.stdout).lines().any(|l| {
-            l.split_once(' ').map_or(l, |(name, _)| name) == self.session
-                && !l.contains("EXITED")
+            l.split_once(' ').map_or(l, |(name, _)| name) == self.session && !l.contains("EXITED")
         }))
     }
 

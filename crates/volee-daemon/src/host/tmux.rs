@@ -787,8 +787,7 @@ async fn respawn_in(
         return Ok(None);
     };
     let f = split_fields(before.trim_end().as_bytes());
-    if f.get(1).map(String::as_str) != Some(pane) || f.get(3).map(String::as_str) != Some(session)
-    {
+    if f.get(1).map(String::as_str) != Some(pane) || f.get(3).map(String::as_str) != Some(session) {
         return Ok(None);
     }
     let mut args: Vec<String> = vec![
