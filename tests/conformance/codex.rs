@@ -336,6 +336,8 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
         assert_eq!(env.wait_state(&id, "done", 30), "done");
         let ended = env.agent(&id);
         assert_eq!(ended["exit_status"], 0, "{ended}");
+        // Its usage: the rollout's `token_count` totals, one `token_usage_record` per answer.
+        crate::common::usage_is_what_the_server_sent(env, &id, &server);
         std::thread::sleep(Duration::from_millis(100));
         drop(_stop);
         let (polls, polling) = watcher.join().unwrap();

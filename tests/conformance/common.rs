@@ -563,6 +563,8 @@ pub fn drive(
         }
         // 7. The session browser finds the past session by a word of its prompt.
         find_in_history(env, spec.harness, spec.prompt, &session);
+        // 8. Its usage is what the model server's answers said, read from its session's file.
+        usage_is_what_the_server_sent(env, &id, server);
         std::thread::sleep(Duration::from_millis(100));
         drop(_stop);
         let (polls, polling) = watcher.join().unwrap();
@@ -649,6 +651,49 @@ pub fn drive(
         }
     });
     drop(diag);
+}
+
+/// The agent's `usage` (`volee show --json`) comes to exactly the sums of the usage the model
+/// server's main answers reported — input `body / 4` each, output 8 each, no cache — one request
+/// per answer, read from the harness's own session file (issue 23).
+pub fn usage_is_what_the_server_sent(env: &TestEnv, id: &str, server: &ModelServer) {
+    let mains = server.main_exchanges();
+    let input: u64 = mains.iter().map(|e| e.input_tokens()).sum();
+    let output = volee_test_support::model_server::OUTPUT_TOKENS * mains.len() as u64;
+    let want = serde_json::json!({
+        "input": input, "output": output, "cache_read": 0, "cache_write": 0,
+        "requests": mains.len(),
+    });
+    let got = wait_until(
+        "the agent's usage equals what the model server sent",
+        Duration::from_secs(10),
+        || {
+            let u = env.agent(id)["usage"].clone();
+            let same = ["input", "output", "cache_read", "cache_write", "requests"]
+                .iter()
+                .all(|k| u[k] == want[k]);
+            same.then_some(u)
+        },
+        || {
+            format!(
+                "want {want}, volee shows {}\nmain answers: {:?}\n{}",
+                env.agent(id)["usage"],
+                mains
+                    .iter()
+                    .map(|e| (e.seq, e.input_tokens()))
+                    .collect::<Vec<_>>(),
+                server.summary()
+            )
+        },
+    );
+    assert!(
+        got["source"].as_str().is_some_and(|s| !s.is_empty()),
+        "{got}"
+    );
+    eprintln!(
+        "usage: {} input, {} output over {} requests, as the server sent (from {})",
+        got["input"], got["output"], got["requests"], got["source"]
+    );
 }
 
 /// `volee sessions resume SESSION` starts the harness again on that session in a supervised

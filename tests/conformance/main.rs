@@ -13,6 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod aider;
+mod budget;
 mod claude;
 mod codex;
 mod common;

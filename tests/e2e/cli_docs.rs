@@ -43,6 +43,8 @@ const SHOWN: &[&str] = &[
     "completions",
     "man",
     "machine",
+    "restore",
+    "budget",
 ];
 const HIDDEN: &[&str] = &["pane-exec", "launch-line", "serve"];
 

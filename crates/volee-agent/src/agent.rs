@@ -63,6 +63,9 @@ pub struct AgentOptions {
     pub shell_timeout: Duration,
     /// Model requests per turn before the turn is stopped.
     pub max_steps: u32,
+    /// The session's token budget (`--budget`: prompt + completion tokens): no model request
+    /// is made once it is used, so it is passed by one response at most.
+    pub budget: Option<u64>,
 }
 
 impl AgentOptions {
@@ -71,6 +74,7 @@ impl AgentOptions {
             max_context_tokens,
             shell_timeout: Duration::from_secs(120),
             max_steps: 40,
+            budget: None,
         }
     }
 }
@@ -208,6 +212,11 @@ impl<M: Model, S: Shell> Agent<M, S> {
     /// Give back the sandbox (to remove it) and the session (to release its lock).
     pub fn into_parts(self) -> (M, S, WriterSession) {
         (self.model, self.shell, self.writer)
+    }
+
+    /// Change the session's token budget (None: none).
+    pub fn set_budget(&mut self, budget: Option<u64>) {
+        self.options.budget = budget;
     }
 
     pub fn options(&self) -> &AgentOptions {
@@ -414,6 +423,18 @@ impl<M: Model, S: Shell> Agent<M, S> {
     /// One model request with the current context, streamed to the pane; usage and retries
     /// counted.
     async fn request<U: Ui>(&mut self, ui: &mut U) -> Result<ChatResponse, AgentError> {
+        if let Some(budget) = self.options.budget {
+            let usage = &self.writer.state().usage;
+            let used = usage.prompt_tokens + usage.completion_tokens;
+            if used >= budget {
+                self.writer.record(TranscriptItem::Event {
+                    name: "budget_reached".into(),
+                    detail: json!({ "used": used, "budget": budget }),
+                })?;
+                self.writer.checkpoint()?;
+                return Err(AgentError::BudgetReached { used, budget });
+            }
+        }
         let wire = request_context(&self.writer.state().messages);
         let result = {
             let mut on_event = |e: &StreamEvent| match e {

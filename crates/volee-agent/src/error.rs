@@ -32,6 +32,9 @@ pub enum AgentError {
     /// turns this into an interrupted turn; a plain turn reports it).
     #[error("the turn was interrupted at an approval question")]
     Interrupted,
+    /// The session used its token budget (`--budget`): the next model request is refused.
+    #[error("its budget is used ({used} of {budget} tokens): no more model requests")]
+    BudgetReached { used: u64, budget: u64 },
 }
 
 impl AgentError {
@@ -48,6 +51,10 @@ impl AgentError {
                 Some("ask again with a narrower request; the session keeps what was done".into())
             }
             AgentError::Interrupted => None,
+            AgentError::BudgetReached { .. } => Some(
+                "raise it: volee budget ID +AMOUNT (from volee), or `volee agent --resume SESSION --budget N`"
+                    .into(),
+            ),
         }
     }
 

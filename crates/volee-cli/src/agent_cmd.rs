@@ -38,6 +38,11 @@ pub struct AgentArgs {
     /// trained length); compaction starts at 80 %.
     #[arg(long, value_name = "N")]
     max_context_tokens: Option<u64>,
+    /// A token budget for the session (prompt + completion tokens, `200k`, `1.5M`): once used,
+    /// no model request is made and the turn says so (`volee launch --harness volee --budget`
+    /// passes it).
+    #[arg(long, value_name = "TOKENS", value_parser = volee_protocol::parse_tokens)]
+    budget: Option<u64>,
     /// The Ollama server (default: $OLLAMA_HOST, else http://127.0.0.1:11434).
     #[arg(long, value_name = "URL")]
     ollama_url: Option<String>,
@@ -320,6 +325,7 @@ pub fn run(args: AgentArgs) -> CliResult {
         store,
         model: args.model,
         max_context_tokens: args.max_context_tokens,
+        budget: args.budget,
         ollama_url: args.ollama_url,
         image: args.image,
         resume: args.resume,

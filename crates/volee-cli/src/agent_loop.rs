@@ -32,6 +32,8 @@ pub struct LoopArgs {
     pub store: Store,
     pub model: Option<String>,
     pub max_context_tokens: Option<u64>,
+    /// `--budget`: the session's tokens (prompt + completion) past which no request is made.
+    pub budget: Option<u64>,
     pub ollama_url: Option<String>,
     pub image: Option<String>,
     pub resume: Option<String>,
@@ -187,7 +189,10 @@ async fn run_async(args: LoopArgs) -> CliResult {
         store,
         writer,
         &root,
-        AgentOptions::new(u64::from(num_ctx)),
+        AgentOptions {
+            budget: args.budget,
+            ..AgentOptions::new(u64::from(num_ctx))
+        },
         reporter(),
     );
     let mut agent = match agent {

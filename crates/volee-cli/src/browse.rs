@@ -929,6 +929,8 @@ mod tests {
             restorable: false,
             placement: None,
             restored: Vec::new(),
+            usage: None,
+            budget: None,
         };
         let (rows, joined) = rows_of(vec![agent], index.sessions().unwrap());
         assert_eq!(rows.len(), 1, "the session is listed as its agent only");

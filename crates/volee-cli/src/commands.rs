@@ -10,7 +10,7 @@ use crate::error::{self, CliError, CliResult, Exit};
 use crate::output::{json, now_secs, out};
 
 /// `volee ls`; `on`: only the agents of that machine (one of `machines.toml`).
-pub fn ls(all: bool, as_json: bool, rescan: bool, on: Option<&str>) -> CliResult {
+pub fn ls(all: bool, as_json: bool, rescan: bool, on: Option<&str>, wide: bool) -> CliResult {
     if let Some(machine) = on {
         crate::machine_cmd::saved(machine)?;
     }
@@ -24,7 +24,11 @@ pub fn ls(all: bool, as_json: bool, rescan: bool, on: Option<&str>) -> CliResult
     if as_json {
         json(&agents)
     } else {
-        out(&volee_view::agents_table(&agents, now_secs()));
+        if wide {
+            out(&volee_view::agents_table_wide(&agents, now_secs()));
+        } else {
+            out(&volee_view::agents_table(&agents, now_secs()));
+        }
         Ok(())
     }
 }
@@ -219,6 +223,43 @@ pub fn stop(id: &str) -> CliResult {
 
 pub fn interrupt(id: &str) -> CliResult {
     ask(&Request::Interrupt { id: id.into() }).map(|_| ())
+}
+
+/// `volee budget ID +N|N|off`.
+pub fn budget(id: &str, amount: &str, as_json: bool) -> CliResult {
+    use volee_protocol::BudgetChange;
+    let change = match amount.trim() {
+        "off" => BudgetChange::Off,
+        a => match a.strip_prefix('+') {
+            Some(n) => BudgetChange::Add(volee_protocol::parse_tokens(n).map_err(CliError::user)?),
+            None => BudgetChange::Set(volee_protocol::parse_tokens(a).map_err(CliError::user)?),
+        },
+    };
+    let agent = agent_of(ask(&Request::Budget {
+        id: id.into(),
+        change,
+    })?)?;
+    if as_json {
+        return json(&agent);
+    }
+    let used = agent
+        .usage
+        .as_ref()
+        .map_or_else(|| "unknown".to_string(), |u| u.counted().to_string());
+    out(&match &agent.budget {
+        None => format!(
+            "{} ({}): no budget; used {used} tokens",
+            agent.id, agent.name
+        ),
+        Some(b) => format!(
+            "{} ({}): budget {} tokens, used {used}{}",
+            agent.id,
+            agent.name,
+            b.tokens,
+            if b.reached { " — reached: held" } else { "" }
+        ),
+    });
+    Ok(())
 }
 
 pub fn peek(id: &str, lines: u32) -> CliResult {

@@ -53,6 +53,11 @@ pub struct LaunchArgs {
     /// ones sent.
     #[arg(long = "env", value_name = "NAME=VALUE", value_parser = env_pair)]
     env: Vec<(String, String)>,
+    /// A token budget (`200k`, `1.5M`; input + output + cache writes as its harness records
+    /// them): at 80 % you are told, at 100 % volee interrupts its turn and holds it until
+    /// `volee budget ID +AMOUNT|off` (default: config.toml's `[budgets]` for its harness).
+    #[arg(long, value_name = "TOKENS", value_parser = budget_arg)]
+    budget: Option<u64>,
     /// First prompt, for harnesses that take one.
     prompt: Option<String>,
     /// The command to run (generic profile).
@@ -119,6 +124,9 @@ fn remote_args(args: &LaunchArgs) -> CliResult<Vec<String>> {
     if args.join {
         out.push("--join".into());
     }
+    if let Some(tokens) = args.budget {
+        out.push(format!("--budget={tokens}"));
+    }
     for (name, value) in &args.env {
         out.push(format!("--env={name}={value}"));
     }
@@ -153,6 +161,20 @@ pub(crate) fn host_of(host: Option<&str>) -> CliResult<(Option<String>, Option<S
         }
         Some(h) => return Err(error::unknown_host(h)),
     })
+}
+
+/// `--budget`: tokens (a cost needs prices volee does not ship yet).
+fn budget_arg(text: &str) -> Result<u64, String> {
+    if text.to_ascii_lowercase().ends_with("usd") {
+        return Err(format!(
+            "{text:?}: budgets in money need the model's price, which volee does not know yet; \
+             give tokens (200k, 1.5M)"
+        ));
+    }
+    match volee_protocol::parse_tokens(text)? {
+        0 => Err("a budget of 0 tokens would stop it before it starts".into()),
+        n => Ok(n),
+    }
 }
 
 pub fn launch(args: LaunchArgs) -> CliResult {
@@ -204,6 +226,15 @@ pub fn launch(args: LaunchArgs) -> CliResult {
     let caller_pane = crate::caller::inside_server(&socket)
         .then(|| std::env::var("TMUX_PANE").ok())
         .flatten();
+    let config = Config::load(&paths().config_file())?;
+    let budget = args
+        .budget
+        .or_else(|| config.budgets.get(&harness).copied());
+    // volee's own agent keeps to it itself, before each model request.
+    let mut extra = args.command.clone();
+    if let (Some(tokens), "volee") = (budget, harness.as_str()) {
+        extra.extend(["--budget".to_string(), tokens.to_string()]);
+    }
     let line = crate::launch_plan::line(if harness == "generic" {
         What::Command(args.command)
     } else {
@@ -213,7 +244,7 @@ pub fn launch(args: LaunchArgs) -> CliResult {
                 name: args.name.as_deref(),
                 model: args.model.as_deref(),
                 prompt: args.prompt.as_deref(),
-                extra: &args.command,
+                extra: &extra,
                 resume: None,
                 join: args.join,
             },
@@ -225,7 +256,7 @@ pub fn launch(args: LaunchArgs) -> CliResult {
         None => None,
     };
     let cwd = made.as_ref().map(|m| m.cwd.clone()).unwrap_or(cwd);
-    let req = crate::launch_plan::request(
+    let mut req = crate::launch_plan::request(
         harness,
         line,
         Place {
@@ -238,6 +269,7 @@ pub fn launch(args: LaunchArgs) -> CliResult {
         },
         with_pairs(crate::caller::env(), &args.env),
     );
+    req.budget = budget;
     let agent = match ask(&Request::Launch(req)).and_then(agent_of) {
         Ok(agent) => agent,
         Err(e) => {

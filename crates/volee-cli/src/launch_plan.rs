@@ -98,6 +98,7 @@ pub fn request(
         typed_prompt: line.typed_prompt,
         restore: None,
         window: None,
+        budget: None,
         cwd: place.cwd,
         name: place.name,
         env,

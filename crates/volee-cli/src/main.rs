@@ -107,6 +107,10 @@ there; a file in volee's export format comes in with --import FILE."
         /// Only the agents of this machine (`volee machine add`).
         #[arg(long, value_name = "MACHINE")]
         on: Option<String>,
+        /// More columns: TOKENS (what each agent's harness recorded: input + output + cache
+        /// writes, `+` cache reads; `?` unknown).
+        #[arg(long)]
+        wide: bool,
     },
     /// Show one agent.
     Show {
@@ -214,6 +218,22 @@ volee restore --all --into-resurrect: a resurrect restore brings the agents back
     Interrupt {
         /// The agent: its id, a unique prefix of it, or its name.
         id: String,
+    },
+    /// An agent's token budget: raise it, set it or take it off. An agent held at its budget
+    /// is let go when raised past what it used (you type its next prompt).
+    #[command(after_help = "Examples:
+  volee budget k3f9 +50k     50,000 tokens more (no budget yet: 50,000 more than it used)
+  volee budget k3f9 200k     exactly 200,000 tokens
+  volee budget k3f9 off      no budget")]
+    Budget {
+        /// The agent: its id, a unique prefix of it, or its name.
+        id: String,
+        /// `+TOKENS`, `TOKENS` or `off` (tokens: 12000, 200k, 1.5M).
+        #[arg(allow_hyphen_values = true)]
+        amount: String,
+        /// Print the agent object as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Type a prompt or an answer into the agent (its profile's input rules) and confirm it reacted.
     #[command(after_help = "Examples:
@@ -385,7 +405,8 @@ fn main() {
             json,
             rescan,
             on,
-        } => commands::ls(all, json, rescan, on.as_deref()),
+            wide,
+        } => commands::ls(all, json, rescan, on.as_deref(), wide),
         Command::Show { id, json } => commands::show(&id, json),
         Command::Explain { id, json } => commands::explain(&id, json),
         Command::Wait { id, until, timeout } => commands::wait(&id, &until, timeout),
@@ -405,6 +426,7 @@ fn main() {
             delete_branch,
         } => commands::stop_and_remove(&id, remove_worktree, delete_branch),
         Command::Interrupt { id } => commands::interrupt(&id),
+        Command::Budget { id, amount, json } => commands::budget(&id, &amount, json),
         Command::Send {
             id,
             text,

@@ -87,6 +87,10 @@ pub struct Signals {
     /// The daemon stopped during its launch, before the pane got its command: it never ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch_interrupted: Option<Millis>,
+    /// Its usage reached its budget: volee interrupted its turn and holds it (`needs_you`)
+    /// until the budget is raised or taken off; when, and what it used of what.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_hold: Option<(Millis, String)>,
 }
 
 /// The arbiter's verdict.
@@ -118,6 +122,19 @@ pub fn exit_status_of(exit: &ExitFact) -> Option<i32> {
 pub fn decide(signals: &Signals, created: Millis, now: Millis, cfg: &ArbiterConfig) -> Decision {
     if let Some(d) = decide_final(signals) {
         return d;
+    }
+    // Held at its budget: whatever the harness shows after the interrupt, it waits for the user.
+    if let Some((at, evidence)) = &signals.budget_hold {
+        return Decision {
+            state: AgentState::NeedsYou,
+            source: StateSource::Listing,
+            at: *at,
+            evidence: evidence.clone(),
+            rule: "its harness's own record of its tokens reached its budget: volee interrupted \
+                   its turn and types nothing more until `volee budget ID +AMOUNT` or `off`"
+                .into(),
+            recheck_at: None,
+        };
     }
     // Hooks and the harness's status file both report turn boundaries: the newer one counts
     // (a tie goes to the hook, the more direct report) — except that the status file's `idle`

@@ -41,6 +41,9 @@ pub enum Observation {
     StopRequested { at: Millis },
     /// The daemon stopped during its launch, before the pane got its command.
     LaunchInterrupted { at: Millis },
+    /// Its usage reached its budget (`evidence`: what of what), or — None — the budget was
+    /// raised or taken off.
+    Budget { at: Millis, hold: Option<String> },
 }
 
 impl Observation {
@@ -73,7 +76,8 @@ impl Observation {
             | Observation::ProcessGone { at }
             | Observation::HostLost { at }
             | Observation::StopRequested { at }
-            | Observation::LaunchInterrupted { at } => *at,
+            | Observation::LaunchInterrupted { at }
+            | Observation::Budget { at, .. } => *at,
             Observation::Screen(p) => p.at,
             Observation::Hook(h) | Observation::Listing(h) | Observation::ListingPoll(h) => h.at,
             Observation::Exit(e) => e.at,
@@ -142,6 +146,14 @@ impl Signals {
             Observation::HostLost { at } => first(&mut self.host_lost, at),
             Observation::LaunchInterrupted { at } => first(&mut self.launch_interrupted, at),
             Observation::StopRequested { at } => newest(&mut self.stop_requested, at),
+            Observation::Budget { at, hold } => {
+                let new = hold.map(|evidence| (at, evidence));
+                if self.budget_hold.as_ref().map(|(_, e)| e) == new.as_ref().map(|(_, e)| e) {
+                    return false;
+                }
+                self.budget_hold = new;
+                true
+            }
         }
     }
 }

@@ -74,6 +74,12 @@ pub struct AgentRecord {
     /// When `volee restore` brought it back (it keeps its id).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub restored: Vec<Millis>,
+    /// What its harness recorded of the tokens its session used (None: unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<volee_protocol::AgentUsage>,
+    /// Its token budget (`volee launch --budget`, `volee budget`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<volee_protocol::Budget>,
     pub pid: Option<u32>,
     pub created_at: Millis,
     pub ended_at: Option<Millis>,
@@ -108,6 +114,8 @@ impl AgentRecord {
             hook_token: None,
             placement: None,
             restored: Vec::new(),
+            usage: None,
+            budget: None,
             pid: None,
             created_at: now,
             ended_at: None,
@@ -189,6 +197,8 @@ impl AgentRecord {
             restorable: self.is_restorable(),
             placement: self.placement.clone(),
             restored: self.restored.iter().map(|t| rfc3339(*t)).collect(),
+            usage: self.usage.clone(),
+            budget: self.budget.clone(),
         }
     }
 
@@ -282,6 +292,9 @@ impl AgentRecord {
                 at,
                 "the pane still waited for its environment when the daemon restarted".into(),
             );
+        }
+        if let Some((at, evidence)) = &s.budget_hold {
+            push(StateSource::Listing, "budget", *at, evidence.clone());
         }
         obs.sort_by(|a, b| a.at.cmp(&b.at));
         Explanation {

@@ -24,6 +24,8 @@ pub struct Config {
     pub sessions: SessionsConfig,
     /// What `volee up` does with agents a lost tmux server left restorable (`[restore]`).
     pub restore: RestoreConfig,
+    /// `[budgets]`: a token budget per harness for launches without `--budget`.
+    pub budgets: std::collections::BTreeMap<String, u64>,
 }
 
 /// `[restore]`: what `volee up` does when agents can be restored (their tmux server went away).
@@ -85,6 +87,7 @@ impl Default for Config {
             notify: crate::notify::NotifyConfig::default(),
             sessions: SessionsConfig::default(),
             restore: RestoreConfig::default(),
+            budgets: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -101,6 +104,7 @@ struct ConfigFile {
     notify: Option<NotifyFile>,
     sessions: Option<SessionsFile>,
     restore: Option<RestoreFile>,
+    budgets: Option<std::collections::BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -158,6 +162,12 @@ pub enum ConfigError {
         path: String,
         key: &'static str,
         value: String,
+    },
+    #[error("{path}: budgets.{harness}: {problem}")]
+    Budget {
+        path: String,
+        harness: String,
+        problem: String,
     },
     /// `notify.push` or `notify.push_token` (the message never repeats them: secrets).
     #[error("{path}: {problem}")]
@@ -243,7 +253,18 @@ impl Config {
                 }
             }
         };
+        let mut budgets = std::collections::BTreeMap::new();
+        for (harness, amount) in file.budgets.unwrap_or_default() {
+            let tokens =
+                volee_protocol::parse_tokens(&amount).map_err(|problem| ConfigError::Budget {
+                    path: origin.into(),
+                    harness: harness.clone(),
+                    problem,
+                })?;
+            budgets.insert(harness, tokens);
+        }
         Ok(Config {
+            budgets,
             notify,
             sessions,
             restore: RestoreConfig {
@@ -279,6 +300,16 @@ mod tests {
             .to_string()
             .contains("not a duration"));
         assert!(Config::parse("colour = 1", "c.toml").is_err());
+    }
+
+    #[test]
+    fn budgets_per_harness_are_token_amounts() {
+        let c =
+            Config::parse("[budgets]\nclaude = \"200k\"\ncodex = \"1.5M\"\n", "c.toml").unwrap();
+        assert_eq!(c.budgets.get("claude"), Some(&200_000));
+        assert_eq!(c.budgets.get("codex"), Some(&1_500_000));
+        let e = Config::parse("[budgets]\nclaude = \"lots\"\n", "c.toml").unwrap_err();
+        assert!(e.to_string().contains("budgets.claude"), "{e}");
     }
 
     #[test]

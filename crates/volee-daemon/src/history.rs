@@ -47,6 +47,22 @@ enum Cmd {
     },
     /// Something under a watched directory changed.
     Changed(PathBuf),
+    /// Follow the usage of live agent `id`'s session (its harness's profile reads usage from
+    /// its session file): reported at once and at each write to that file.
+    Usage {
+        id: String,
+        harness: String,
+        session: String,
+    },
+    /// Agent `id` ended: its usage is read a last time, then no more.
+    UsageDone {
+        id: String,
+    },
+    /// Agent `id` changed state (a turn began or ended): its session's file is read now, in
+    /// case a write came before its directory was watched.
+    UsageNow {
+        id: String,
+    },
     /// A command reads the index now: bring these roots up to date first, then answer.
     IndexNow {
         roots: Vec<Root>,
@@ -67,18 +83,31 @@ struct Remembered {
 /// them): called on the thread, so it only sends a message.
 pub type OnSessions = Box<dyn Fn(Vec<volee_protocol::zellij::PastSession>) + Send>;
 
+/// How the thread tells the actor an agent's usage changed (called on the thread).
+pub type OnUsage = Box<dyn Fn(String, volee_protocol::AgentUsage) + Send>;
+
+/// A live agent's session whose usage the thread follows.
+struct Followed {
+    harness: String,
+    session: String,
+    /// Once its file is found.
+    tail: Option<volee_history::UsageTail>,
+}
+
 /// The daemon's side: hands agents' processes to the thread, answers which roots are known.
 pub struct History {
     tx: mpsc::Sender<Cmd>,
     /// Agents (with their process, once known) already handed over.
     seen: HashSet<(String, Option<u32>)>,
+    /// Agents whose usage the thread follows, with their session.
+    followed: HashMap<String, String>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl History {
     /// Start the thread; the index is `sessions.db` in the state directory. `on_sessions` hears
     /// the newest sessions when the thread starts and whenever the index changed them.
-    pub fn start(paths: &Paths, on_sessions: OnSessions) -> History {
+    pub fn start(paths: &Paths, on_sessions: OnSessions, on_usage: OnUsage) -> History {
         let (tx, rx) = mpsc::channel();
         let mut known = roots(|k| std::env::var(k).ok());
         let remembered_file = remembered_file(paths);
@@ -101,6 +130,8 @@ impl History {
             busy_since: HashMap::new(),
             second_looks: Vec::new(),
             unreadable: HashMap::new(),
+            followed: HashMap::new(),
+            on_usage,
             tx: tx.clone(),
         };
         let thread = std::thread::Builder::new()
@@ -111,6 +142,7 @@ impl History {
         History {
             tx,
             seen: HashSet::new(),
+            followed: HashMap::new(),
             thread,
         }
     }
@@ -118,6 +150,30 @@ impl History {
     /// Hand every live agent's process not yet seen to the thread (called at each flush: a set
     /// lookup per agent).
     pub fn sync(&mut self, registry: &Registry) {
+        // Usage: each live agent's session, when its profile reads usage from the session's
+        // file; an ended one's a last time.
+        for agent in registry.iter() {
+            let reads_usage = volee_harness::profile(&agent.harness)
+                .is_some_and(|p| p.usage == volee_harness::UsageSource::SessionFile);
+            match (&agent.session_id, agent.is_ended()) {
+                (Some(session), false)
+                    if reads_usage && self.followed.get(&agent.id) != Some(session) =>
+                {
+                    self.followed.insert(agent.id.clone(), session.clone());
+                    let _ = self.tx.send(Cmd::Usage {
+                        id: agent.id.clone(),
+                        harness: agent.harness.clone(),
+                        session: session.clone(),
+                    });
+                }
+                (_, true) if self.followed.remove(&agent.id).is_some() => {
+                    let _ = self.tx.send(Cmd::UsageDone {
+                        id: agent.id.clone(),
+                    });
+                }
+                _ => {}
+            }
+        }
         for agent in registry.iter().filter(|a| !a.is_ended()) {
             if self.seen.insert((agent.id.clone(), agent.pid)) {
                 let _ = self.tx.send(Cmd::Agent {
@@ -159,6 +215,13 @@ impl History {
         }
     }
 
+    /// Agent `id` changed state: read its usage now when it is followed (a message only).
+    pub fn usage_now(&self, id: &str) {
+        if self.followed.contains_key(id) {
+            let _ = self.tx.send(Cmd::UsageNow { id: id.to_string() });
+        }
+    }
+
     /// Tell the thread to end (not waited for: a read in the middle of its transaction is
     /// rolled back by SQLite if the process ends first).
     pub fn stop(&mut self) {
@@ -184,6 +247,9 @@ struct Worker {
     second_looks: Vec<(u32, String, Instant)>,
     /// What could not be read under each root, at its last read.
     unreadable: HashMap<PathBuf, Vec<UnreadableFile>>,
+    /// Live agents' sessions whose usage is followed, by agent id.
+    followed: HashMap<String, Followed>,
+    on_usage: OnUsage,
     tx: mpsc::Sender<Cmd>,
 }
 
@@ -228,6 +294,7 @@ impl Worker {
             match rx.recv_timeout(timeout) {
                 Ok(Cmd::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                 Ok(Cmd::Changed(path)) => {
+                    self.usage_changed(&path);
                     if let Some(root) = self.root_under(&path) {
                         let settle = if root.1 { DATABASE_SETTLE } else { SETTLE };
                         self.due.insert(root.0, Instant::now() + settle);
@@ -240,6 +307,26 @@ impl Worker {
                         self.second_looks
                             .push((pid, id, Instant::now() + SECOND_LOOK));
                     }
+                }
+                Ok(Cmd::Usage {
+                    id,
+                    harness,
+                    session,
+                }) => {
+                    self.followed.insert(
+                        id.clone(),
+                        Followed {
+                            harness,
+                            session,
+                            tail: None,
+                        },
+                    );
+                    self.follow(&id, None);
+                }
+                Ok(Cmd::UsageNow { id }) => self.follow(&id, None),
+                Ok(Cmd::UsageDone { id }) => {
+                    self.follow(&id, None);
+                    self.followed.remove(&id);
                 }
                 Ok(Cmd::IndexNow { roots, reply }) => {
                     let answer = self.index_now(roots, watcher.is_some());
@@ -363,6 +450,82 @@ impl Worker {
             unreadable.extend(self.unreadable.get(&r.path).into_iter().flatten().cloned());
         }
         Response::SessionsIndexed { unreadable }
+    }
+
+    /// A write under a watched directory: the followed sessions it concerns are read (at once:
+    /// usage is wanted per response, not after the index's pause).
+    fn usage_changed(&mut self, path: &Path) {
+        let ids: Vec<String> = self
+            .followed
+            .iter()
+            .filter(|(_, f)| f.tail.as_ref().is_none_or(|t| t.concerns(path)))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            self.follow(&id, Some(path));
+        }
+    }
+
+    /// Read agent `id`'s session file (found first when not yet: under its harness's roots,
+    /// looking only at `changed` when a write named one) and report its usage when it changed.
+    fn follow(&mut self, id: &str, changed: Option<&Path>) {
+        let roots = self.all_roots();
+        let Some(f) = self.followed.get_mut(id) else {
+            return;
+        };
+        if f.tail.is_none() {
+            let found = roots
+                .iter()
+                .filter(|r| r.harness == f.harness)
+                .find_map(|r| {
+                    let reader = Reader::new(r.kind)?;
+                    match changed {
+                        Some(path) => {
+                            let rel: Vec<String> = path
+                                .strip_prefix(&r.path)
+                                .ok()?
+                                .iter()
+                                .map(|c| c.to_string_lossy().into_owned())
+                                .collect();
+                            let rel: Vec<&str> = rel.iter().map(String::as_str).collect();
+                            volee_history::is_file_of(&reader, &rel, &f.session)
+                                .then(|| (reader, path.to_path_buf()))
+                        }
+                        None => volee_history::find_file(&r.path, &reader, &f.session)
+                            .map(|p| (reader, p)),
+                    }
+                });
+            let Some((reader, path)) = found else {
+                return;
+            };
+            tracing::debug!("usage of agent {id}: {}", path.display());
+            f.tail = Some(volee_history::UsageTail::new(reader, path));
+        }
+        let Some(tail) = f.tail.as_mut() else {
+            return;
+        };
+        let t = Instant::now();
+        match tail.read() {
+            Ok(true) => {
+                if let Some(u) = tail.usage() {
+                    tracing::debug!("usage of agent {id} read in {:?}", t.elapsed());
+                    (self.on_usage)(
+                        id.to_string(),
+                        volee_protocol::AgentUsage {
+                            input: u.input,
+                            output: u.output,
+                            cache_read: u.cache_read,
+                            cache_write: u.cache_write,
+                            requests: (u.requests > 0).then_some(u.requests),
+                            model: tail.model().map(str::to_owned),
+                            source: tail.path().display().to_string(),
+                        },
+                    );
+                }
+            }
+            Ok(false) => {}
+            Err(e) => tracing::debug!("usage of agent {id}: {}: {e}", tail.path().display()),
+        }
     }
 
     fn all_roots(&self) -> Vec<Root> {

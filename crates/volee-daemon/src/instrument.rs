@@ -141,6 +141,7 @@ mod tests {
             typed_prompt: None,
             restore: None,
             window: None,
+            budget: None,
         }
     }
 

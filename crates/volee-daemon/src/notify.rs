@@ -28,6 +28,8 @@ pub enum Kind {
     Failed,
     /// A turn longer than the threshold ended (idle or done).
     Finished,
+    /// It used 80 % of its token budget.
+    Budget,
 }
 
 impl Kind {
@@ -36,6 +38,7 @@ impl Kind {
             Kind::NeedsYou => "needs_you",
             Kind::Failed => "failed",
             Kind::Finished => "finished",
+            Kind::Budget => "budget",
         }
     }
 }
@@ -117,6 +120,7 @@ impl NotifyConfig {
             Kind::NeedsYou => self.on_needs_you.as_deref(),
             Kind::Failed => self.on_failed.as_deref(),
             Kind::Finished => self.on_finished.as_deref(),
+            Kind::Budget => None,
         }
         .filter(|c| !c.trim().is_empty())
     }
@@ -191,6 +195,7 @@ pub fn message(name: &str, id: &str, kind: Kind, evidence: &str) -> String {
         Kind::NeedsYou => "needs you",
         Kind::Failed => "failed",
         Kind::Finished => "finished its turn",
+        Kind::Budget => "used 80 % of its budget",
     };
     let evidence: String = evidence.chars().take(80).collect();
     if evidence.is_empty() {
@@ -228,6 +233,7 @@ pub fn push_for_agent(
         Kind::NeedsYou => ("needs you", 4, "bell"),
         Kind::Failed => ("failed", 4, "x"),
         Kind::Finished => ("finished", 3, "white_check_mark"),
+        Kind::Budget => ("used 80 % of its budget", 3, "warning"),
     };
     let name = one_line(name, 80);
     let reason = one_line(evidence, PUSH_REASON_CHARS);

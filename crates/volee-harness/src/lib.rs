@@ -19,7 +19,7 @@ pub use hooks::{hook_events, hook_meaning, HookMeaning};
 pub use input::sanitize_input;
 pub use profile::{
     profile, profiles, AppServer, History, HistoryKind, HttpServer, InputRules, Instrumentation,
-    ListingSource, Profile, PromptStyle, Source,
+    ListingSource, Profile, PromptStyle, Source, UsageSource,
 };
 
 pub use rules::{

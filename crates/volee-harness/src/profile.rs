@@ -213,6 +213,8 @@ pub struct Profile {
     /// Where its past sessions are and how to read them (the session browser).
     pub history: History,
     // --- join
+    /// Where its token usage is read (`usage: unknown` when nowhere).
+    pub usage: UsageSource,
     /// How the harness gets volee's MCP server for one launch.
     pub join: &'static str,
     pub input: InputRules,
@@ -263,6 +265,21 @@ pub enum HistoryKind {
     AiderMarkdown,
     /// `<id>/transcript.jsonl` beside `meta.json`: volee's own agent's store (`volee-store`).
     VoleeStore,
+}
+
+/// Where a harness's token usage is read ([`Profile::usage`]): the daemon picks its reader from
+/// this, never from the harness's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageSource {
+    /// Recorded nowhere volee can read here: `usage: unknown`, never 0 (Aider's history has
+    /// rounded figures only; Amp and Cursor record none here; OpenCode's server is not read for
+    /// it yet).
+    Unknown,
+    /// The session's own file, read by the reader of [`History::kind`] as it grows: a record
+    /// per model response (Claude, Codex, Gemini, Qwen, Copilot), Grok's `usage.json` beside
+    /// its chat, volee's `meta.json` at each checkpoint.
+    SessionFile,
 }
 
 const NO_HISTORY: History = History {
@@ -382,6 +399,7 @@ pub fn profiles() -> Vec<Profile> {
                 ],
             },
 
+            usage: UsageSource::SessionFile,
             join: "--mcp-config FILE (variadic: the prompt goes after --)",
             // On a loaded machine a multi-line paste followed by Enter 150 ms later was not
             // submitted (1 full loaded suite run in 4): submit once the pane is quiet.
@@ -424,6 +442,7 @@ pub fn profiles() -> Vec<Profile> {
                 homes: &[("CODEX_HOME", "sessions"), ("HOME", ".codex/sessions")],
             },
 
+            usage: UsageSource::SessionFile,
             join: "-c mcp_servers.volee.command=…",
             input: InputRules {
                 enter_delay_ms: 400,
@@ -467,6 +486,7 @@ pub fn profiles() -> Vec<Profile> {
                 homes: &[("GEMINI_CLI_HOME", ".gemini/tmp"), ("HOME", ".gemini/tmp")],
             },
 
+            usage: UsageSource::SessionFile,
             join: "mcpServers in the same system-defaults file",
             // Its slash-command list is filtered asynchronously (measured: the full list still shown
             // 400 ms after a paste of `/quit` on a loaded machine, filtered at 500 ms).
@@ -513,6 +533,7 @@ pub fn profiles() -> Vec<Profile> {
                 homes: &[("HOME", ".qwen/projects")],
             },
 
+            usage: UsageSource::SessionFile,
             join: "--mcp-config FILE",
             input: TUI_INPUT,
         },
@@ -554,6 +575,7 @@ pub fn profiles() -> Vec<Profile> {
                 homes: &[("GROK_HOME", "sessions"), ("HOME", ".grok/sessions")],
             },
 
+            usage: UsageSource::SessionFile,
             join: "no per-launch flag (config.toml)",
             // Grok's guide: Esc never cancels a running turn, Ctrl+C does.
             input: InputRules {
@@ -597,6 +619,7 @@ pub fn profiles() -> Vec<Profile> {
                 homes: &[],
             },
 
+            usage: UsageSource::Unknown,
             join: "none (no MCP in 0.86.2)",
             // prompt_toolkit takes a bracketed paste; Esc does not stop a reply, Ctrl-C does.
             input: InputRules {
@@ -633,6 +656,7 @@ pub fn profiles() -> Vec<Profile> {
             listing: ListingSource::None,
             history: NO_HISTORY,
 
+            usage: UsageSource::Unknown,
             join: "--mcp-config JSON",
             input: InputRules {
                 interrupt_key: "Escape",
@@ -666,6 +690,7 @@ pub fn profiles() -> Vec<Profile> {
             listing: ListingSource::None,
             history: NO_HISTORY,
 
+            usage: UsageSource::Unknown,
             join: "none per launch (~/.cursor/mcp.json plus approval)",
             input: TUI_INPUT,
         },
@@ -708,6 +733,7 @@ pub fn profiles() -> Vec<Profile> {
                 ],
             },
 
+            usage: UsageSource::Unknown,
             join: "mcp in OPENCODE_CONFIG_CONTENT (per launch; not used by volee yet)",
             // On a loaded machine the Enter 150 ms after a pasted `/exit` came while its `/` popup
             // was still being drawn and was lost (the text stayed in the input with the popup
@@ -753,6 +779,7 @@ pub fn profiles() -> Vec<Profile> {
                 ],
             },
 
+            usage: UsageSource::SessionFile,
             join: "none",
             input: InputRules {
                 // A pasted prompt of several lines is one prompt: the pane turns bracketed-paste
@@ -786,6 +813,7 @@ pub fn profiles() -> Vec<Profile> {
             listing: ListingSource::None,
             history: NO_HISTORY,
 
+            usage: UsageSource::Unknown,
             join: "none",
             input: InputRules {
                 bracketed_paste: false,
@@ -857,6 +885,7 @@ fn copilot_profile() -> Profile {
             ],
         },
 
+        usage: UsageSource::SessionFile,
         join: "--additional-mcp-config @FILE",
         // One Ctrl+C cancels a running turn ("Operation cancelled by user"); one Esc does not
         // (the footer says "esc esc"). At an idle prompt one Ctrl+C only shows "ctrl+c again to

@@ -1123,7 +1123,7 @@ fn private_file(path: &Path) -> std::io::Result<()> {
 
 /// Open a harness's file for reading: a regular file only (not a symlink, FIFO or device:
 /// opening a FIFO would wait for a writer), never blocking.
-fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), String> {
+pub(crate) fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), String> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
@@ -1209,7 +1209,7 @@ fn memchr_nl(buf: &[u8]) -> Option<usize> {
 
 /// Session files under `dir` (not following symlinks; `rel` is the path so far). A directory
 /// that cannot be read is reported, not fatal.
-fn walk(
+pub(crate) fn walk(
     dir: &Path,
     rel: &mut Vec<String>,
     reader: &Reader,

@@ -68,6 +68,7 @@ pub(crate) fn session(
         output: tokens[1].max(0) as u64,
         cache_read: tokens[2].max(0) as u64,
         cache_write: tokens[3].max(0) as u64,
+        requests: 0,
     };
     // The session's `model` column is JSON (`{"id","providerID"}`) when set.
     info.model = model.and_then(|m| {
@@ -103,6 +104,7 @@ pub(crate) fn session(
             summed.output += u(&t["output"]);
             summed.cache_read += u(&t["cache"]["read"]);
             summed.cache_write += u(&t["cache"]["write"]);
+            summed.requests += 1;
         }
         if info.project.is_none() {
             info.project = data["path"]["cwd"].as_str().map(str::to_owned);
@@ -161,6 +163,8 @@ pub(crate) fn session(
     // The session's own totals when it keeps them, else the sum of its answers'.
     if usage == Usage::default() {
         usage = summed;
+    } else {
+        usage.requests = summed.requests;
     }
     if usage != Usage::default() {
         info.usage = Some(usage);

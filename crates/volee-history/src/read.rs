@@ -46,13 +46,17 @@ pub struct Message {
     pub at: Option<i64>,
 }
 
-/// Tokens the session's file recorded (cumulative).
+/// Tokens the session's file recorded (cumulative). `input` is the input not read from a cache
+/// (a harness that counts the cached part in its input has it taken out).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub input: u64,
     pub output: u64,
     pub cache_read: u64,
     pub cache_write: u64,
+    /// Model responses counted (0 when the file does not say).
+    #[serde(default)]
+    pub requests: u64,
 }
 
 /// What is known of one session, kept between incremental reads.
@@ -76,6 +80,10 @@ pub struct SessionInfo {
     /// the last response counted, so it is counted once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_response: Option<String>,
+    /// What the last response's lines said so far (an early line can hold a partial count of
+    /// its output: a later one adds only what grew).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_response_usage: Option<Usage>,
     /// The harness's id of the message the last line wrote (Gemini): kept with the messages it
     /// gave, so that a later rewind can drop them.
     #[serde(skip)]
@@ -88,6 +96,16 @@ pub struct SessionInfo {
     /// end of the file) ends it.
     #[serde(skip)]
     pub(crate) pending: Option<(Role, String)>,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.input += other.input;
+        self.output += other.output;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
+        self.requests += other.requests;
+    }
 }
 
 /// A reader of one format.
@@ -255,6 +273,7 @@ impl Reader {
                 info.usage = Some(Usage {
                     input: meta.usage.prompt_tokens,
                     output: meta.usage.completion_tokens,
+                    requests: meta.usage.requests,
                     ..Usage::default()
                 });
             }
@@ -292,6 +311,7 @@ impl Reader {
                 output: u(&s["outputTokens"]),
                 cache_read: u(&s["cachedReadTokens"]),
                 cache_write: u(&s["cacheCreationTokens"]),
+                requests: u(&s["modelCalls"]),
             });
         }
         if info.id.is_none() {
@@ -438,13 +458,39 @@ fn claude(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
             set(&mut info.model, str_at(message, &["model"]));
             if let Some(usage) = message.get("usage").filter(|u| u.is_object()) {
                 let id = str_at(message, &["id"]);
-                if id.is_none() || id != info.last_response {
-                    let total = info.usage.get_or_insert_with(Usage::default);
-                    total.input += u(&usage["input_tokens"]);
-                    total.output += u(&usage["output_tokens"]);
-                    total.cache_read += u(&usage["cache_read_input_tokens"]);
-                    total.cache_write += u(&usage["cache_creation_input_tokens"]);
-                    info.last_response = id;
+                let now = Usage {
+                    input: u(&usage["input_tokens"]),
+                    output: u(&usage["output_tokens"]),
+                    cache_read: u(&usage["cache_read_input_tokens"]),
+                    cache_write: u(&usage["cache_creation_input_tokens"]),
+                    requests: 1,
+                };
+                let total = info.usage.get_or_insert_with(Usage::default);
+                match info.last_response_usage.as_mut() {
+                    // Another line of the same response: only what grew.
+                    Some(before) if id.is_some() && id == info.last_response => {
+                        let grow = |total: &mut u64, before: &mut u64, now: u64| {
+                            *total += now.saturating_sub(*before);
+                            *before = (*before).max(now);
+                        };
+                        grow(&mut total.input, &mut before.input, now.input);
+                        grow(&mut total.output, &mut before.output, now.output);
+                        grow(
+                            &mut total.cache_read,
+                            &mut before.cache_read,
+                            now.cache_read,
+                        );
+                        grow(
+                            &mut total.cache_write,
+                            &mut before.cache_write,
+                            now.cache_write,
+                        );
+                    }
+                    _ => {
+                        total.add(&now);
+                        info.last_response = id;
+                        info.last_response_usage = Some(now);
+                    }
                 }
             }
             let role = if kind == "user" {
@@ -537,14 +583,21 @@ fn codex(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
         "event_msg" if p["type"] == "token_count" => {
             let t = &p["info"]["total_token_usage"];
             if t.is_object() {
-                // Cumulative: the last one is the session's.
+                // Cumulative: the last one is the session's. OpenAI's input counts the cached.
+                let cached = u(&t["cached_input_tokens"]);
+                let requests = info.usage.map_or(0, |u| u.requests);
                 info.usage = Some(Usage {
-                    input: u(&t["input_tokens"]),
+                    input: u(&t["input_tokens"]).saturating_sub(cached),
                     output: u(&t["output_tokens"]),
-                    cache_read: u(&t["cached_input_tokens"]),
+                    cache_read: cached,
                     cache_write: u(&t["cache_write_input_tokens"]),
+                    requests,
                 });
             }
+        }
+        // One per model response of the thread (the title's side request has none).
+        "token_usage_record" if p["usage"].is_object() => {
+            info.usage.get_or_insert_with(Usage::default).requests += 1;
         }
         _ => {}
     }
@@ -568,6 +621,7 @@ fn qwen(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
         total.input += u(&m["promptTokenCount"]).saturating_sub(cached);
         total.output += u(&m["candidatesTokenCount"]);
         total.cache_read += cached;
+        total.requests += 1;
     }
     let role = match kind {
         "user" => Role::User,
@@ -636,6 +690,7 @@ fn copilot(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
             total.output += u(&usage["outputTokens"]);
             total.cache_read += u(&usage["cacheReadTokens"]);
             total.cache_write += u(&usage["cacheWriteTokens"]);
+            total.requests += 1;
         }
         _ => {}
     }
@@ -741,6 +796,7 @@ fn gemini(info: &mut SessionInfo, v: &Value, out: &mut Vec<Message>) {
                     total.input += u(&t["input"]).saturating_sub(cached);
                     total.output += u(&t["output"]);
                     total.cache_read += cached;
+                    total.requests += 1;
                 }
                 push(out, Role::Assistant, text, at);
             }

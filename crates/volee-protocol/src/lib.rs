@@ -212,6 +212,81 @@ pub struct AgentView {
     /// RFC 3339 times it was restored by `volee restore`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub restored: Vec<String>,
+    /// The tokens its harness recorded for its session, and where volee read them; null when
+    /// unknown (the harness records none where volee can read it, or nothing was read yet) —
+    /// never zeros standing for "unknown".
+    #[serde(default)]
+    pub usage: Option<AgentUsage>,
+    /// Its token budget, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+}
+
+/// An agent's token budget: at 80 % of `tokens` the user is told; at 100 % volee interrupts its
+/// turn and holds it (`needs_you`, evidence "budget reached: N of M") until it is raised or
+/// taken off. Counted: input + output + cache writes ([`AgentUsage::counted`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Budget {
+    pub tokens: u64,
+    /// The 80 % notice was given (for this limit).
+    #[serde(default)]
+    pub warned: bool,
+    /// It reached the limit: held until raised.
+    #[serde(default)]
+    pub reached: bool,
+}
+
+/// A token amount as users write it: `12000`, `200k`, `1.5M` (k = 1000, M = 1,000,000).
+pub fn parse_tokens(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (number, scale) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1e3),
+        Some((i, 'm' | 'M')) => (&t[..i], 1e6),
+        _ => (t, 1.0),
+    };
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of tokens (examples: 12000, 200k, 1.5M)"))?;
+    if !n.is_finite() || n < 0.0 || n * scale > 1e15 {
+        return Err(format!("{text:?} is not a number of tokens"));
+    }
+    Ok((n * scale).round() as u64)
+}
+
+/// `volee budget ID …`: what to do with an agent's budget.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetChange {
+    /// Raise (or set, when it has none) by this many tokens.
+    Add(u64),
+    /// Set to exactly this many tokens.
+    Set(u64),
+    /// No budget any more.
+    Off,
+}
+
+/// Tokens a harness recorded for an agent's session (cumulative, as the harness counts them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentUsage {
+    /// Input not read from a cache.
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    /// Model responses counted; null when the source does not say.
+    pub requests: Option<u64>,
+    /// The model of the last response, as the harness names it.
+    pub model: Option<String>,
+    /// Where it was read: the session file's path.
+    pub source: String,
+}
+
+impl AgentUsage {
+    /// The tokens a budget counts: input + output + cache writes (cache reads are shown, not
+    /// counted).
+    pub fn counted(&self) -> u64 {
+        self.input + self.output + self.cache_write
+    }
 }
 
 /// An agent's place in tmux beyond its ids (which a new server does not keep): the window's
@@ -346,6 +421,9 @@ pub struct LaunchRequest {
     /// name in the session when there is one, else a new window of that name at that index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowPlace>,
+    /// `--budget`: its token budget (input + output + cache writes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<u64>,
 }
 
 /// Where `volee restore` opens a pane: in the window named `name` (split into it when it exists
@@ -444,6 +522,11 @@ pub enum Request {
     },
     Interrupt {
         id: String,
+    },
+    /// `volee budget ID +N|N|off`: an agent's token budget raised, set or taken off.
+    Budget {
+        id: String,
+        change: BudgetChange,
     },
     /// Type text into the agent the way its profile says, then submit it.
     Send {

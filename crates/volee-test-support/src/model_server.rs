@@ -141,9 +141,20 @@ pub struct Exchange {
     pub tool_use_ids: Vec<String>,
     /// One line: what was answered.
     pub answer: String,
+    /// The request body's length in bytes: every answer's usage says `body_len / 4` (at least
+    /// 1) input tokens, [`OUTPUT_TOKENS`] output tokens, no cache.
+    pub body_len: usize,
 }
 
+/// The output tokens every answer's usage reports.
+pub const OUTPUT_TOKENS: u64 = 8;
+
 impl Exchange {
+    /// The input tokens this answer's usage reported.
+    pub fn input_tokens(&self) -> u64 {
+        (self.body_len as u64 / 4).max(1)
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
         self.headers
@@ -545,6 +556,7 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
                 answered,
                 answered_wall,
                 tool_use_ids: answer.tool_use_ids,
+                body_len: req.body.len(),
                 answer: match &written {
                     Ok(()) => answer.describe,
                     Err(e) => format!("{} (WRITE FAILED: {e})", answer.describe),

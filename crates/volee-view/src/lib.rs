@@ -17,7 +17,10 @@ pub use status::{
     counts_as_unreachable, status_json, status_plain, status_tmux, Counts, QUIET_TMUX,
     UNREACHABLE_MARKER,
 };
-pub use table::{agent_detail, agents_table, explanation_text, host_text};
+pub use table::{
+    agent_detail, agents_table, agents_table_wide, explanation_text, host_text, tokens_short,
+    tokens_text,
+};
 pub use text::{
     ago, is_invisible, literal_text, plain_lines, plain_text, sh_quote, tmux_message_text,
     tmux_text,
@@ -204,6 +207,8 @@ pub(crate) mod test_support {
             restorable: false,
             placement: None,
             restored: Vec::new(),
+            usage: None,
+            budget: None,
         }
     }
 }

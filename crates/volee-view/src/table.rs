@@ -17,6 +17,60 @@ const VALUE_MAX: usize = 500;
 /// The `volee ls` table in the order given, with a header and columns aligned by display width;
 /// `no agents` when there are none.
 pub fn agents_table(agents: &[AgentView], now_epoch_secs: u64) -> String {
+    table(agents, now_epoch_secs, false)
+}
+
+/// `volee ls --wide`: the table with a TOKENS column (what each agent's harness recorded:
+/// input + output + cache writes, with cache reads after a `+`; `?` when unknown).
+pub fn agents_table_wide(agents: &[AgentView], now_epoch_secs: u64) -> String {
+    table(agents, now_epoch_secs, true)
+}
+
+/// Tokens in short: `1234`, `12.3k`, `4.5M`.
+pub fn tokens_short(n: u64) -> String {
+    match n {
+        0..=9_999 => n.to_string(),
+        10_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
+/// An agent's usage in a few words: `12.3k (+40.1k cached)`, `unknown`.
+pub fn tokens_text(a: &AgentView) -> String {
+    match &a.usage {
+        None => "unknown".into(),
+        Some(u) if u.cache_read > 0 => format!(
+            "{} (+{} cached)",
+            tokens_short(u.counted()),
+            tokens_short(u.cache_read)
+        ),
+        Some(u) => tokens_short(u.counted()),
+    }
+}
+
+/// Every field of an agent's usage, for `show` and `explain`.
+fn usage_detail(a: &AgentView) -> String {
+    match &a.usage {
+        None => "unknown (its harness records none where volee reads, or none yet)".into(),
+        Some(u) => format!(
+            "{} input, {} output, {} cache read, {} cache write{}{} (from {})",
+            u.input,
+            u.output,
+            u.cache_read,
+            u.cache_write,
+            u.requests
+                .map(|r| format!(", {r} requests"))
+                .unwrap_or_default(),
+            u.model
+                .as_deref()
+                .map(|m| format!(", model {m}"))
+                .unwrap_or_default(),
+            u.source
+        ),
+    }
+}
+
+fn table(agents: &[AgentView], now_epoch_secs: u64, wide: bool) -> String {
     if agents.is_empty() {
         return "no agents\n".to_owned();
     }
@@ -45,6 +99,17 @@ pub fn agents_table(agents: &[AgentView], now_epoch_secs: u64) -> String {
         if branches {
             row.push(crate::worktree_tag(a).unwrap_or_else(|| "-".into()));
         }
+        if wide {
+            row.push(match &a.usage {
+                None => "?".into(),
+                Some(u) if u.cache_read > 0 => format!(
+                    "{} +{}",
+                    tokens_short(u.counted()),
+                    tokens_short(u.cache_read)
+                ),
+                Some(u) => tokens_short(u.counted()),
+            });
+        }
         row
     });
     let mut header: Vec<String> = ["ID", "NAME", "HARNESS", "STATE", "FOR", "SOURCE"]
@@ -56,6 +121,9 @@ pub fn agents_table(agents: &[AgentView], now_epoch_secs: u64) -> String {
     header.push("WHERE".into());
     if branches {
         header.push("BRANCH".into());
+    }
+    if wide {
+        header.push("TOKENS".into());
     }
     let mut text = columns(std::iter::once(header).chain(rows).collect(), "");
     if agents
@@ -136,6 +204,7 @@ pub fn agent_detail(agent: &AgentView, now_epoch_secs: u64) -> String {
             })),
         ),
         ("session_id", opt(a.session_id.clone())),
+        ("usage", usage_detail(a)),
         ("where", host_text(&a.host)),
     ]);
     match &a.host {
@@ -193,6 +262,10 @@ pub fn explanation_text(ex: &Explanation, now_epoch_secs: u64) -> String {
     out.push_str(&format!(
         "decided by: {}\n",
         plain_text(&ex.decision, VALUE_MAX)
+    ));
+    out.push_str(&format!(
+        "usage: {}\n",
+        plain_text(&usage_detail(a), VALUE_MAX)
     ));
     if let Some(screen) = &ex.screen {
         out.push_str(&format!("screen: {}", plain_text(&screen.kind, 16)));
@@ -339,11 +412,42 @@ z9    évite[2J              claude   done       2d   process  -
             "command:         claude --model 'it'\\''s big'\n",
             "ended_at:        -\n",
             "worktree:        -\n",
+            "usage:           unknown (its harness records none where volee reads, or none yet)\n",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
-        assert_eq!(text.lines().count(), 21);
+        assert_eq!(text.lines().count(), 22);
         assert!(!text.contains('\x1b'));
+    }
+
+    #[test]
+    fn wide_adds_tokens_known_or_not_and_show_says_where_they_come_from() {
+        let unknown = agent("k3f9", "fix-auth", Idle, "2025-01-01T00:07:00Z");
+        let mut known = agent("p2x1", "tests", Idle, "2025-01-01T00:07:00Z");
+        known.usage = Some(volee_protocol::AgentUsage {
+            input: 12_000,
+            output: 345,
+            cache_read: 40_100,
+            cache_write: 0,
+            requests: Some(3),
+            model: Some("claude-opus-5-5".into()),
+            source: "/home/me/.claude/projects/x/s.jsonl".into(),
+        });
+        assert!(!agents_table(&[known.clone()], NOW).contains("TOKENS"));
+        let table = agents_table_wide(&[unknown, known.clone()], NOW);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].ends_with("TOKENS"), "{table}");
+        assert!(lines[1].ends_with(" ?"), "{table}");
+        assert!(lines[2].ends_with(" 12.3k +40.1k"), "{table}");
+        let detail = agent_detail(&known, NOW);
+        assert!(
+            detail.contains(
+                "usage:           12000 input, 345 output, 40100 cache read, 0 cache write, 3 requests, model claude-opus-5-5 (from /home/me/.claude/projects/x/s.jsonl)"
+            ),
+            "{detail}"
+        );
+        assert_eq!(tokens_short(9_999), "9999");
+        assert_eq!(tokens_short(1_500_000), "1.5M");
     }
 
     #[test]
@@ -427,6 +531,7 @@ gpu-1:q7  tests     claude   needs_you?  1m   hooks   gpu-1    tmux work:@3 %7
         let expected = "\
 k3f9 fix-auth: needs_you (source hooks, since 3m)
 decided by: hooks report a permission prompt, newer than screen output
+usage: unknown (its harness records none where volee reads, or none yet)
 observations:
   hooks        prompt  3m ago  Notification: permission request
   multiplexer  output  2s ago  [1mspinner

@@ -275,3 +275,41 @@ async fn retries_and_usage_are_counted_and_saved() {
     w.check();
     finish(agent).await;
 }
+
+/// `--budget`: the loop makes no model request once the session's tokens reach it, so a budget
+/// is passed by one response at most, and it says so (issue 23).
+#[tokio::test]
+async fn the_request_past_the_budget_is_refused_and_said() {
+    let script = vec![
+        OllamaTurn::with_usage(Some(5000), Some(40), OllamaTurn::text("First.")),
+        OllamaTurn::text("Never asked."),
+    ];
+    let Some(mut w) = World::new("budget", script) else {
+        return;
+    };
+    let mut agent = w.agent(8192).await;
+    agent.set_budget(Some(3000));
+    let mut ui = ScriptedUi::default();
+    // Under the budget when it starts: the request is made, and its response passes it.
+    agent.turn("hello", &mut ui).await.unwrap();
+    assert_eq!(agent.state().usage.prompt_tokens, 5000);
+    let e = agent.turn("again", &mut ui).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            volee_agent::AgentError::BudgetReached {
+                used: 5040,
+                budget: 3000
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("5040 of 3000 tokens"), "{e}");
+    assert_eq!(w.server.chat_requests().len(), 1, "{}", w.server.summary());
+    assert_eq!(agent.state().usage.requests, 1);
+    // Raised: it goes on.
+    agent.set_budget(Some(100_000));
+    agent.turn("and again", &mut ui).await.unwrap();
+    assert_eq!(w.server.chat_requests().len(), 2);
+    finish(agent).await;
+}

@@ -237,8 +237,19 @@ impl Daemon {
         record.typed_prompt = req.typed_prompt.clone().filter(|p| !p.is_empty());
         record.worktree = crate::worktree::linked_worktree(Path::new(&req.cwd));
         record.host_env = o.host_env.clone();
+        record.budget = req.budget.map(|tokens| volee_protocol::Budget {
+            tokens,
+            warned: false,
+            reached: false,
+        });
         if let Some(old) = &replaced {
-            record.placement = old.placement.clone();
+            // Its place, not its old server's identity: until listed on the new one, its pane
+            // is never taken for one an earlier server lost.
+            record.placement = old.placement.clone().map(|p| volee_protocol::Placement {
+                server_pid: 0,
+                server_started: 0,
+                ..p
+            });
             record.restored = old.restored.clone();
             record.restored.push(now_ms());
         }

@@ -5,6 +5,7 @@
 //! The actor awaits no child process and no host I/O: hosts, sources and requests that need
 //! I/O do it on tasks that answer with a [`Msg`].
 
+mod budget;
 mod hooks;
 mod launch;
 mod notifications;
@@ -109,6 +110,8 @@ enum Msg {
     Panes {
         socket: PathBuf,
         rows: Result<Vec<PaneRow>, TmuxError>,
+        /// When the listing was asked for: an agent recorded since is not judged by it.
+        asked_at: Millis,
         ack: Option<oneshot::Sender<()>>,
     },
     /// A control connection opened for a session (or why not).
@@ -143,6 +146,8 @@ enum Msg {
     /// The newest past sessions changed (the history thread read the index): the zellij
     /// plugins list them.
     PastSessions(Vec<volee_protocol::zellij::PastSession>),
+    /// What an agent's harness recorded of its session's tokens (the history thread read it).
+    Usage(String, volee_protocol::AgentUsage),
     Shutdown,
 }
 
@@ -263,8 +268,12 @@ impl Daemon {
         let on_sessions = Box::new(move |sessions| {
             let _ = history_tx.send(Msg::PastSessions(sessions));
         });
+        let usage_tx = tx.clone();
+        let on_usage = Box::new(move |id, usage| {
+            let _ = usage_tx.send(Msg::Usage(id, usage));
+        });
         Daemon {
-            history: crate::history::History::start(&paths, on_sessions),
+            history: crate::history::History::start(&paths, on_sessions, on_usage),
             screens: Screens::new(paths.config_dir.clone()),
             hosts: Hosts::new(TmuxHost::new(conn_tx), zellij),
             sources,
@@ -446,8 +455,13 @@ impl Daemon {
                 output_at,
             } => self.on_screen(&id, &text, output_at),
             Msg::ExitRead { id, exit } => self.record_exit(&id, exit),
-            Msg::Panes { socket, rows, ack } => {
-                self.on_panes(&socket, rows);
+            Msg::Panes {
+                socket,
+                rows,
+                asked_at,
+                ack,
+            } => {
+                self.on_panes(&socket, rows, asked_at);
                 if let Some(ack) = ack {
                     let _ = ack.send(());
                 }
@@ -467,6 +481,7 @@ impl Daemon {
             Msg::Source(msg) => self.sources.on_msg(&mut self.registry, msg, now_ms()),
             Msg::VersionRead { id, version } => self.on_version(&id, version),
             Msg::PastSessions(sessions) => self.hosts.zellij.show_sessions(sessions),
+            Msg::Usage(id, usage) => self.on_usage(&id, usage),
             Msg::Shutdown => {}
         }
     }

@@ -77,6 +77,8 @@ impl Daemon {
     /// Notify about the state transitions of a flush; end a flash or quiet that is over.
     pub(super) fn notify_transitions(&mut self, transitions: Vec<Transition>, now: Millis) {
         for t in transitions {
+            // A turn began or ended: its usage is read now (its file's writes are heard too).
+            self.history.usage_now(&t.id);
             let working_ms = if t.before == AgentState::Working {
                 t.lasted_ms
             } else {
@@ -116,7 +118,7 @@ impl Daemon {
     /// Tell the user about agent `id` (one transition), by every channel the config enables —
     /// unless notifications are off or quiet, the limiter holds it, or the user is looking at
     /// the agent's pane right now (its server's clients are asked first, on a task).
-    fn notify(&mut self, id: &str, kind: Kind, now: Millis) {
+    pub(super) fn notify(&mut self, id: &str, kind: Kind, now: Millis) {
         if !self.config.notify.enabled || self.notices.quiet(now) {
             return;
         }
@@ -251,8 +253,15 @@ impl Daemon {
                 return;
             }
         }
-        // A machine's agent is named by its address (`box:ID`): the message says where.
-        let text = crate::notify::message(&view.name, &view.address(), kind, &view.evidence);
+        // A machine's agent is named by its address (`box:ID`): the message says where. The
+        // budget's notice says what of what, not the state's evidence.
+        let evidence = match (kind, &view.budget, &view.usage) {
+            (crate::notify::Kind::Budget, Some(b), Some(u)) => {
+                format!("{} of {} tokens", u.counted(), b.tokens)
+            }
+            _ => view.evidence.clone(),
+        };
+        let text = crate::notify::message(&view.name, &view.address(), kind, &evidence);
         tracing::info!("notify: {text}");
         let push = crate::notify::push_for_agent(
             &view.name,
@@ -262,7 +271,7 @@ impl Daemon {
                 .unwrap_or(crate::push::local_machine()),
             view.state,
             kind,
-            &view.evidence,
+            &evidence,
         );
         self.deliver(&text, &viewers, push);
         if let Some(command) = cfg.command(kind) {

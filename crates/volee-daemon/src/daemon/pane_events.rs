@@ -288,26 +288,39 @@ impl Daemon {
     /// List a tmux server's panes again on a task (exits missed, panes killed, agents moved);
     /// `ack` hears when the answer is applied.
     pub(super) fn resync(&self, socket: &Path, ack: Option<tokio::sync::oneshot::Sender<()>>) {
-        let (tx, socket) = (self.tx.clone(), socket.to_path_buf());
+        let (tx, socket, asked_at) = (self.tx.clone(), socket.to_path_buf(), now_ms());
         tokio::spawn(async move {
             let rows = panes::list(socket.clone()).await;
-            let _ = tx.send(Msg::Panes { socket, rows, ack });
+            let _ = tx.send(Msg::Panes {
+                socket,
+                rows,
+                asked_at,
+                ack,
+            });
         });
     }
 
     /// A tmux server's panes: exits missed, panes killed, agents moved, agents known only from
     /// their `@volee-agent` pane option (the registry file was lost); then every session that
     /// holds a live agent is watched.
-    pub(super) fn on_panes(&mut self, socket: &Path, rows: Result<Vec<PaneRow>, TmuxError>) {
+    pub(super) fn on_panes(
+        &mut self,
+        socket: &Path,
+        rows: Result<Vec<PaneRow>, TmuxError>,
+        asked_at: Millis,
+    ) {
         let now = now_ms();
         let rows = match rows {
             Ok(rows) if !rows.is_empty() => rows,
             // No pane at all: a server being killed answers so on its way out (tmux ends once
             // its last session is gone) — its agents' host is lost as when it no longer answers.
             Ok(_) | Err(TmuxError::NoServer { .. }) => {
+                // An agent recorded since the listing was asked for (a restore into a new
+                // server) is not judged by it.
                 let lost: Vec<String> = self
                     .registry
                     .iter()
+                    .filter(|a| a.created_at < asked_at)
                     .filter(|a| crate::host::tmux::host_socket(&a.host) == Some(socket))
                     .map(|a| a.id.clone())
                     .collect();
@@ -333,6 +346,7 @@ impl Daemon {
                 pid: a.pid,
                 ended: a.is_ended(),
                 origin: a.origin,
+                fresh: a.created_at >= asked_at,
             })
             .collect();
         let r = panes::reconcile(socket, &rows, &known, now);
@@ -481,8 +495,9 @@ impl Daemon {
         // this user in tmux's socket directory.
         sockets.extend(panes::user_sockets());
         for socket in sockets {
+            let asked_at = now_ms();
             let rows = panes::list(socket.clone()).await;
-            self.on_panes(&socket, rows);
+            self.on_panes(&socket, rows, asked_at);
         }
         // zellij agents: watch their sessions again (a session that is gone ends them).
         let zellij: Vec<(String, Vec<(String, String)>)> = self

@@ -66,6 +66,7 @@ impl Daemon {
         RequestError,
     > {
         let (agent, pane) = self.live_pane(query)?;
+        self.check_not_held(&agent.id)?;
         if text.contains('\0') {
             return Err(RequestError::user("the text contains a NUL byte"));
         }

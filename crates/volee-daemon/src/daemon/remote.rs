@@ -215,6 +215,10 @@ fn clean_view(mut v: AgentView, machine: &str) -> Option<AgentView> {
         p.window_layout = clean(&p.window_layout, 4096);
     }
     v.restored = v.restored.iter().take(64).map(|t| clean(t, 40)).collect();
+    if let Some(u) = v.usage.as_mut() {
+        u.model = u.model.as_ref().map(|m| clean(m, 128));
+        u.source = clean(&u.source, 1024);
+    }
     v.machine = Some(machine.to_string());
     v.reachable = true;
     v.unreachable_since = None;
@@ -567,6 +571,7 @@ impl Daemon {
             },
             Request::Peek { lines, .. } => Request::Peek { id: full, lines },
             Request::Remove { .. } => Request::Remove { id: full },
+            Request::Budget { change, .. } => Request::Budget { id: full, change },
             other => other,
         };
         let answer = m.link.request(req);
@@ -726,6 +731,7 @@ pub(super) fn request_query(req: &Request) -> Option<&str> {
         | Request::Interrupt { id }
         | Request::Send { id, .. }
         | Request::Peek { id, .. }
+        | Request::Budget { id, .. }
         | Request::Remove { id } => Some(id),
         _ => None,
     }

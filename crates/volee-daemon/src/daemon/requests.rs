@@ -57,6 +57,7 @@ impl Daemon {
             }
             Request::Stop { id } => self.stop(&id),
             Request::Interrupt { id } => return answer_later(reply, self.interrupt(&id)),
+            Request::Budget { id, change } => self.budget(&id, change),
             Request::Send { id, text, raw } => return self.send(&id, &text, raw, reply),
             Request::Peek { id, lines } => return answer_later(reply, self.peek(&id, lines)),
             Request::Remove { id } => self.remove(&id),

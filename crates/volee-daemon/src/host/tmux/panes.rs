@@ -138,6 +138,9 @@ pub struct Known<'a> {
     pub pid: Option<u32>,
     pub ended: bool,
     pub origin: Origin,
+    /// Recorded after the listing was asked for: its pane may be missing from it, so it is
+    /// never judged gone (or lost) by it.
+    pub fresh: bool,
 }
 
 /// What a server's pane list means for volee's agents.
@@ -202,6 +205,7 @@ pub fn reconcile<'a>(
         .clone()
         .filter(|a| {
             !a.ended
+                && !a.fresh
                 && a.origin == Origin::Launched
                 && on_this_server(a.host)
                 && !present.contains(a.id)
@@ -416,6 +420,7 @@ mod tests {
                 pid: Some(42),
                 ended: *ended,
                 origin: *origin,
+                fresh: false,
             })
             .collect();
         let rows = [
@@ -464,6 +469,7 @@ mod tests {
             pid: None,
             ended: true,
             origin: Origin::Launched,
+            fresh: false,
         }];
         let rows = [row("a", "%1", "x", true)];
         let r = reconcile(Path::new("/s"), &rows, &agents, 1);
@@ -490,6 +496,7 @@ mod tests {
             pid: Some(42),
             ended: false,
             origin: Origin::Launched,
+            fresh: false,
         };
         let agents = [
             known("before-reboot", &earlier),
