@@ -690,6 +690,19 @@ pub fn usage_is_what_the_server_sent(env: &TestEnv, id: &str, server: &ModelServ
         got["source"].as_str().is_some_and(|s| !s.is_empty()),
         "{got}"
     );
+    // Its cost at volee's price table: Claude Code's model has an entry (Claude itself computes
+    // the same figure in its transcript's `cost-state`); the test models of the others have none.
+    match got["model"].as_str() {
+        Some("claude-opus-5-5") => {
+            let want = (input as f64 * 4.0 + output as f64 * 20.0) / 1e6;
+            let cost = got["cost_usd"].as_f64().unwrap();
+            assert!(
+                (cost - want).abs() < 1e-9,
+                "cost {cost}, want {want}: {got}"
+            );
+        }
+        _ => assert!(got["cost_usd"].is_null(), "{got}"),
+    }
     eprintln!(
         "usage: {} input, {} output over {} requests, as the server sent (from {})",
         got["input"], got["output"], got["requests"], got["source"]

@@ -519,6 +519,7 @@ impl Worker {
                             requests: (u.requests > 0).then_some(u.requests),
                             model: tail.model().map(str::to_owned),
                             source: tail.path().display().to_string(),
+                            cost_usd: None,
                         },
                     );
                 }

@@ -19,6 +19,7 @@ pub mod machines;
 pub mod notify;
 pub mod paths;
 pub mod persist;
+pub mod prices;
 pub mod push;
 pub mod screens;
 pub mod session_retention;

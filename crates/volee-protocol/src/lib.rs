@@ -266,7 +266,7 @@ pub enum BudgetChange {
 }
 
 /// Tokens a harness recorded for an agent's session (cumulative, as the harness counts them).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AgentUsage {
     /// Input not read from a cache.
     pub input: u64,
@@ -279,6 +279,10 @@ pub struct AgentUsage {
     pub model: Option<String>,
     /// Where it was read: the session file's path.
     pub source: String,
+    /// What it cost in USD at volee's price table (`prices.toml`); null when the model has no
+    /// entry there (`cost: unknown`).
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
 }
 
 impl AgentUsage {

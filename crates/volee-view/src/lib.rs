@@ -18,8 +18,8 @@ pub use status::{
     UNREACHABLE_MARKER,
 };
 pub use table::{
-    agent_detail, agents_table, agents_table_wide, explanation_text, host_text, tokens_short,
-    tokens_text,
+    agent_detail, agents_table, agents_table_wide, cost_text, explanation_text, host_text,
+    tokens_short, tokens_text,
 };
 pub use text::{
     ago, is_invisible, literal_text, plain_lines, plain_text, sh_quote, tmux_message_text,

@@ -53,7 +53,7 @@ fn usage_detail(a: &AgentView) -> String {
     match &a.usage {
         None => "unknown (its harness records none where volee reads, or none yet)".into(),
         Some(u) => format!(
-            "{} input, {} output, {} cache read, {} cache write{}{} (from {})",
+            "{} input, {} output, {} cache read, {} cache write{}{}, cost {} (from {})",
             u.input,
             u.output,
             u.cache_read,
@@ -65,8 +65,18 @@ fn usage_detail(a: &AgentView) -> String {
                 .as_deref()
                 .map(|m| format!(", model {m}"))
                 .unwrap_or_default(),
+            cost_text(u.cost_usd),
             u.source
         ),
+    }
+}
+
+/// A cost in USD: `$0.1108`, `$12.40`, `unknown`.
+pub fn cost_text(usd: Option<f64>) -> String {
+    match usd {
+        None => "unknown".into(),
+        Some(c) if c < 1.0 => format!("${c:.4}"),
+        Some(c) => format!("${c:.2}"),
     }
 }
 
@@ -109,6 +119,10 @@ fn table(agents: &[AgentView], now_epoch_secs: u64, wide: bool) -> String {
                 ),
                 Some(u) => tokens_short(u.counted()),
             });
+            row.push(match a.usage.as_ref().and_then(|u| u.cost_usd) {
+                None => "?".into(),
+                c => cost_text(c),
+            });
         }
         row
     });
@@ -123,7 +137,7 @@ fn table(agents: &[AgentView], now_epoch_secs: u64, wide: bool) -> String {
         header.push("BRANCH".into());
     }
     if wide {
-        header.push("TOKENS".into());
+        header.extend(["TOKENS".into(), "COST".into()]);
     }
     let mut text = columns(std::iter::once(header).chain(rows).collect(), "");
     if agents
@@ -432,17 +446,18 @@ z9    évite[2J              claude   done       2d   process  -
             requests: Some(3),
             model: Some("claude-opus-5-5".into()),
             source: "/home/me/.claude/projects/x/s.jsonl".into(),
+            cost_usd: Some(0.1108),
         });
         assert!(!agents_table(&[known.clone()], NOW).contains("TOKENS"));
         let table = agents_table_wide(&[unknown, known.clone()], NOW);
         let lines: Vec<&str> = table.lines().collect();
-        assert!(lines[0].ends_with("TOKENS"), "{table}");
-        assert!(lines[1].ends_with(" ?"), "{table}");
-        assert!(lines[2].ends_with(" 12.3k +40.1k"), "{table}");
+        assert!(lines[0].ends_with("TOKENS        COST"), "{table}");
+        assert!(lines[1].ends_with(" ?             ?"), "{table}");
+        assert!(lines[2].ends_with(" 12.3k +40.1k  $0.1108"), "{table}");
         let detail = agent_detail(&known, NOW);
         assert!(
             detail.contains(
-                "usage:           12000 input, 345 output, 40100 cache read, 0 cache write, 3 requests, model claude-opus-5-5 (from /home/me/.claude/projects/x/s.jsonl)"
+                "usage:           12000 input, 345 output, 40100 cache read, 0 cache write, 3 requests, model claude-opus-5-5, cost $0.1108 (from /home/me/.claude/projects/x/s.jsonl)"
             ),
             "{detail}"
         );

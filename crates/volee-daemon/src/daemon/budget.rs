@@ -18,7 +18,8 @@ fn reached_evidence(used: u64, limit: u64) -> String {
 
 impl Daemon {
     /// Agent `id`'s harness recorded `usage`: kept, and held against its budget.
-    pub(super) fn on_usage(&mut self, id: &str, usage: AgentUsage) {
+    pub(super) fn on_usage(&mut self, id: &str, mut usage: AgentUsage) {
+        usage.cost_usd = self.prices.cost(&usage);
         let used = usage.counted();
         let Some((budget, ended)) = self.registry.edit(id, |a| {
             a.usage = Some(usage);

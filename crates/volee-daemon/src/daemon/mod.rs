@@ -247,6 +247,8 @@ struct Daemon {
     sources: crate::sources::Sources,
     /// The past-sessions index, kept up to date on a thread of its own.
     history: crate::history::History,
+    /// What tokens cost (`prices.toml`, shipped and the user's).
+    prices: crate::prices::Prices,
 }
 
 impl Daemon {
@@ -274,6 +276,18 @@ impl Daemon {
         });
         Daemon {
             history: crate::history::History::start(&paths, on_sessions, on_usage),
+            prices: {
+                let (prices, problem) = crate::prices::Prices::load(&paths.config_dir);
+                if let Some(e) = problem {
+                    tracing::warn!(
+                        "{e}: {}",
+                        std::error::Error::source(&e)
+                            .map(ToString::to_string)
+                            .unwrap_or_default()
+                    );
+                }
+                prices
+            },
             screens: Screens::new(paths.config_dir.clone()),
             hosts: Hosts::new(TmuxHost::new(conn_tx), zellij),
             sources,
