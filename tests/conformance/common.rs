@@ -703,6 +703,18 @@ pub fn usage_is_what_the_server_sent(env: &TestEnv, id: &str, server: &ModelServ
         }
         _ => assert!(got["cost_usd"].is_null(), "{got}"),
     }
+    // The ledger has it too (`volee usage`, kept across restarts).
+    let ledger: Vec<Value> =
+        serde_json::from_str(&env.ok(["usage", "--by", "agent", "--json"])).unwrap();
+    let row = ledger
+        .iter()
+        .find(|r| r["key"].as_str().is_some_and(|k| k.starts_with(id)))
+        .unwrap_or_else(|| panic!("agent {id} not in the ledger: {ledger:?}"));
+    assert_eq!(
+        (row["input"].as_u64(), row["output"].as_u64()),
+        (Some(input), Some(output)),
+        "{row}"
+    );
     eprintln!(
         "usage: {} input, {} output over {} requests, as the server sent (from {})",
         got["input"], got["output"], got["requests"], got["source"]

@@ -45,6 +45,7 @@ const SHOWN: &[&str] = &[
     "machine",
     "restore",
     "budget",
+    "usage",
 ];
 const HIDDEN: &[&str] = &["pane-exec", "launch-line", "serve"];
 

@@ -225,6 +225,86 @@ pub fn interrupt(id: &str) -> CliResult {
     ask(&Request::Interrupt { id: id.into() }).map(|_| ())
 }
 
+/// `volee usage [--since DURATION] [--by KEY] [--json]`: the daemon's ledger, read here (no
+/// daemon needed).
+pub fn usage(since: Option<&str>, by: &str, as_json: bool) -> CliResult {
+    let since_ms = match since {
+        None => 0,
+        Some(text) => {
+            let d = humantime::parse_duration(text).map_err(|_| {
+                CliError::user(format!(
+                    "--since {text:?} is not a duration (examples: 90m, 1d, 7days)"
+                ))
+            })?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |t| t.as_millis() as u64);
+            now.saturating_sub(d.as_millis() as u64)
+        }
+    };
+    let state = paths().state_dir;
+    let (entries, bad) = volee_daemon::ledger::read(&state, since_ms)
+        .map_err(|e| CliError::from_error(Exit::Environment, &e))?;
+    if bad > 0 {
+        eprintln!(
+            "warning: {bad} lines of {} could not be read (left out)",
+            state.join(volee_daemon::ledger::FILE).display()
+        );
+    }
+    let sums = volee_daemon::ledger::sum(&entries, by);
+    if as_json {
+        return json(&sums);
+    }
+    if sums.is_empty() {
+        out("no usage recorded (volee records the tokens of agents whose harness writes them: docs/usage.md)");
+        return Ok(());
+    }
+    let mut rows = vec![[
+        by.to_uppercase(),
+        "TOKENS".into(),
+        "INPUT".into(),
+        "OUTPUT".into(),
+        "CACHE READ".into(),
+        "CACHE WRITE".into(),
+        "REQUESTS".into(),
+        "COST".into(),
+    ]];
+    for s in &sums {
+        let cost = match (s.cost_usd, s.unpriced_tokens) {
+            (c, 0) => volee_view::cost_text(Some(c)),
+            (c, _) if c > 0.0 => format!("{} + ?", volee_view::cost_text(Some(c))),
+            _ => "?".into(),
+        };
+        rows.push([
+            volee_view::text::plain_text(&s.key, 60),
+            volee_view::tokens_short(s.input + s.output + s.cache_write),
+            s.input.to_string(),
+            s.output.to_string(),
+            s.cache_read.to_string(),
+            s.cache_write.to_string(),
+            s.requests.to_string(),
+            cost,
+        ]);
+    }
+    let widths: Vec<usize> = (0..8)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let text: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            r.iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:w$}"))
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
+        })
+        .collect();
+    out(&text.join("\n"));
+    Ok(())
+}
+
 /// `volee budget ID +N|N|off`.
 pub fn budget(id: &str, amount: &str, as_json: bool) -> CliResult {
     use volee_protocol::BudgetChange;

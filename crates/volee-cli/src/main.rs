@@ -219,6 +219,23 @@ volee restore --all --into-resurrect: a resurrect restore brings the agents back
         /// The agent: its id, a unique prefix of it, or its name.
         id: String,
     },
+    /// The tokens (and cost) of every agent volee watched, summed from its ledger (kept in the
+    /// state directory across restarts): by harness, agent, model or project.
+    #[command(after_help = "Examples:
+  volee usage                       everything so far, by harness
+  volee usage --since 1d --by agent the last day, per agent
+  volee usage --by model --json")]
+    Usage {
+        /// Only what was used in this last while (`90m`, `1d`, `7days`).
+        #[arg(long, value_name = "DURATION")]
+        since: Option<String>,
+        /// Group by `harness` (default), `agent`, `model` or `project`.
+        #[arg(long, value_name = "KEY", default_value = "harness", value_parser = ["harness", "agent", "model", "project"])]
+        by: String,
+        /// Print JSON: one object per group.
+        #[arg(long)]
+        json: bool,
+    },
     /// An agent's token budget: raise it, set it or take it off. An agent held at its budget
     /// is let go when raised past what it used (you type its next prompt).
     #[command(after_help = "Examples:
@@ -427,6 +444,7 @@ fn main() {
         } => commands::stop_and_remove(&id, remove_worktree, delete_branch),
         Command::Interrupt { id } => commands::interrupt(&id),
         Command::Budget { id, amount, json } => commands::budget(&id, &amount, json),
+        Command::Usage { since, by, json } => commands::usage(since.as_deref(), &by, json),
         Command::Send {
             id,
             text,

@@ -14,6 +14,7 @@ pub mod handover;
 pub mod history;
 pub mod host;
 pub mod instrument;
+pub mod ledger;
 pub mod logging;
 pub mod machines;
 pub mod notify;

@@ -20,6 +20,28 @@ impl Daemon {
     /// Agent `id`'s harness recorded `usage`: kept, and held against its budget.
     pub(super) fn on_usage(&mut self, id: &str, mut usage: AgentUsage) {
         usage.cost_usd = self.prices.cost(&usage);
+        // What it added goes to the ledger (`volee usage`).
+        if let Some(a) = self.registry.get(id) {
+            if let Some(add) = crate::ledger::added(a.usage.as_ref(), &usage) {
+                let entry = crate::ledger::Entry {
+                    at: now_ms(),
+                    agent: a.id.clone(),
+                    name: a.name.clone(),
+                    harness: a.harness.clone(),
+                    model: usage.model.clone(),
+                    project: a.cwd.clone(),
+                    input: add.input,
+                    output: add.output,
+                    cache_read: add.cache_read,
+                    cache_write: add.cache_write,
+                    requests: add.requests,
+                    cost_usd: add.cost_usd,
+                };
+                if let Err(e) = crate::ledger::append(&self.paths.state_dir, &entry) {
+                    tracing::warn!("the usage ledger: {e}");
+                }
+            }
+        }
         let used = usage.counted();
         let Some((budget, ended)) = self.registry.edit(id, |a| {
             a.usage = Some(usage);
