@@ -242,6 +242,8 @@ fn opencode_asks_permission_through_its_server_and_finishes_its_turn() {
         // Its past session, read from OpenCode's database while OpenCode runs (WAL).
         crate::common::keep_history(env, "home/.local/share/opencode");
         crate::common::find_in_history(env, "opencode", PROMPT, &session);
+        // Its usage, from its server's events (`session.updated`, `step-finish`).
+        crate::common::usage_is_what_the_server_sent(env, &id, &server);
 
         // 6. End it the way a user does.
         let out = env.ok(["send", &id, "/exit"]);

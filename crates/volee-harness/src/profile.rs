@@ -273,9 +273,11 @@ pub enum HistoryKind {
 #[serde(rename_all = "snake_case")]
 pub enum UsageSource {
     /// Recorded nowhere volee can read here: `usage: unknown`, never 0 (Aider's history has
-    /// rounded figures only; Amp and Cursor record none here; OpenCode's server is not read for
-    /// it yet).
+    /// rounded figures only; Amp and Cursor record none here).
     Unknown,
+    /// Its own server's events ([`ListingSource::HttpServer`]): OpenCode's `session.updated`
+    /// tokens and `step-finish` parts, as they come.
+    Server,
     /// The session's own file, read by the reader of [`History::kind`] as it grows: a record
     /// per model response (Claude, Codex, Gemini, Qwen, Copilot), Grok's `usage.json` beside
     /// its chat, volee's `meta.json` at each checkpoint.
@@ -733,7 +735,7 @@ pub fn profiles() -> Vec<Profile> {
                 ],
             },
 
-            usage: UsageSource::Unknown,
+            usage: UsageSource::Server,
             join: "mcp in OPENCODE_CONFIG_CONTENT (per launch; not used by volee yet)",
             // On a loaded machine the Enter 150 ms after a pasted `/exit` came while its `/` popup
             // was still being drawn and was lost (the text stayed in the input with the popup

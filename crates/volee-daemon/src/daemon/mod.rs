@@ -492,7 +492,12 @@ impl Daemon {
             Msg::Viewers { about, viewers } => self.on_viewers(about, viewers),
             Msg::TypingFailed { id } => self.typing.cancel(&id),
             Msg::EscalateStop { id } => self.escalate_stop(&id),
-            Msg::Source(msg) => self.sources.on_msg(&mut self.registry, msg, now_ms()),
+            Msg::Source(msg) => {
+                // OpenCode's server reports its tokens with its events.
+                if let Some((id, usage)) = self.sources.on_msg(&mut self.registry, msg, now_ms()) {
+                    self.on_usage(&id, usage);
+                }
+            }
             Msg::VersionRead { id, version } => self.on_version(&id, version),
             Msg::PastSessions(sessions) => self.hosts.zellij.show_sessions(sessions),
             Msg::Usage(id, usage) => self.on_usage(&id, usage),

@@ -47,26 +47,41 @@ impl OwnServers {
         self.watches.sync(wanted, &self.report);
     }
 
-    /// A server's event or snapshot: the agent's `listing` state and session id.
-    pub fn on_update(&mut self, registry: &mut Registry, id: &str, update: Update, now: Millis) {
+    /// A server's event or snapshot: the agent's `listing` state and session id; its usage when
+    /// the event changed it (for the daemon to keep, price and hold to a budget).
+    pub fn on_update(
+        &mut self,
+        registry: &mut Registry,
+        id: &str,
+        update: Update,
+        now: Millis,
+    ) -> Option<volee_protocol::AgentUsage> {
+        let tokens_event = matches!(
+            &update,
+            Update::Event(
+                volee_listing::opencode::ServerEvent::SessionTokens { .. }
+                    | volee_listing::opencode::ServerEvent::StepFinished { .. }
+            )
+        );
         if let Update::PromptDelivered(result) = &update {
             match result {
                 Ok(n) => tracing::info!("agent {id}: first prompt handed over ({n} attempts)"),
                 Err(e) => tracing::warn!("agent {id}: first prompt not handed over: {e}"),
             }
         }
-        let Some((observation, session)) = self.watches.apply(id, &update) else {
-            return;
-        };
-        let Some(agent) = registry.get(id).filter(|a| !a.is_ended()) else {
-            return;
-        };
+        let (observation, session) = self.watches.apply(id, &update)?;
+        let agent = registry.get(id).filter(|a| !a.is_ended())?;
         if let (None, Some(session)) = (&agent.session_id, session) {
             tracing::info!("agent {id}: server session {session}");
             registry.edit(id, |a| a.session_id = Some(session));
         }
         if let Some((state, event)) = observation {
             registry.observe(id, volee_core::observation::listing_poll(now, event, state));
+        }
+        if tokens_event {
+            self.watches.usage(id)
+        } else {
+            None
         }
     }
 }

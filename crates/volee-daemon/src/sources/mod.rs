@@ -76,14 +76,27 @@ impl Sources {
         self.servers.sync(registry, now);
     }
 
-    pub fn on_msg(&mut self, registry: &mut Registry, msg: SourceMsg, now: Millis) {
+    /// A source's report applied; an agent's usage when the report carried it (OpenCode's
+    /// server).
+    pub fn on_msg(
+        &mut self,
+        registry: &mut Registry,
+        msg: SourceMsg,
+        now: Millis,
+    ) -> Option<(String, volee_protocol::AgentUsage)> {
         match msg {
             SourceMsg::StatusFilesChanged => self.status.poll(registry),
             SourceMsg::Threads { socket, threads } => {
                 self.apps.on_threads(registry, &socket, threads, now)
             }
-            SourceMsg::Server(id, update) => self.servers.on_update(registry, &id, update, now),
+            SourceMsg::Server(id, update) => {
+                return self
+                    .servers
+                    .on_update(registry, &id, update, now)
+                    .map(|usage| (id, usage));
+            }
         }
+        None
     }
 
     /// Agent `id` is gone from the registry.

@@ -79,6 +79,39 @@ pub enum ServerEvent {
     },
     /// `server.instance.disposed`: the TUI is ending.
     Disposed,
+    /// `session.updated`: a session's tokens so far (cumulative) and its model.
+    SessionTokens {
+        session: String,
+        tokens: Tokens,
+        model: Option<String>,
+    },
+    /// `message.part.updated` of a `step-finish` part: one model response of a session ended.
+    StepFinished {
+        session: String,
+        part: String,
+    },
+}
+
+/// A session's tokens as OpenCode counts them (`tokens {input, output, reasoning, cache {read,
+/// write}}`; its input leaves the cached input out).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub reasoning: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+fn tokens_of(v: &Value) -> Option<Tokens> {
+    let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
+    v.is_object().then(|| Tokens {
+        input: n(v.get("input")),
+        output: n(v.get("output")),
+        reasoning: n(v.get("reasoning")),
+        cache_read: n(v.get("cache").and_then(|c| c.get("read"))),
+        cache_write: n(v.get("cache").and_then(|c| c.get("write"))),
+    })
 }
 
 /// One event's JSON (`{type, properties}`, or `/global/event`'s `{payload: {…}}`).
@@ -134,6 +167,33 @@ pub fn parse_event(v: &Value) -> Option<ServerEvent> {
             session: s("sessionID")?,
             id: s("requestID")?,
         },
+        "session.updated" => {
+            let info = props.get("info")?;
+            ServerEvent::SessionTokens {
+                session: s("sessionID")
+                    .or_else(|| info.get("id").and_then(Value::as_str).map(String::from))?,
+                tokens: tokens_of(info.get("tokens")?)?,
+                model: info
+                    .get("model")
+                    .and_then(|m| m.get("id"))
+                    .and_then(Value::as_str)
+                    .map(short),
+            }
+        }
+        "message.part.updated" => {
+            let part = props.get("part")?;
+            if part.get("type").and_then(Value::as_str) != Some("step-finish") {
+                return None;
+            }
+            ServerEvent::StepFinished {
+                session: part
+                    .get("sessionID")
+                    .and_then(Value::as_str)
+                    .map(String::from)
+                    .or_else(|| s("sessionID"))?,
+                part: part.get("id").and_then(Value::as_str).unwrap_or("").into(),
+            }
+        }
         "session.error" => ServerEvent::Error {
             session: s("sessionID"),
             name: short(
@@ -215,6 +275,10 @@ pub struct ServerView {
     /// A session's status or request was seen (or it is a resumed one): an idle server then
     /// means idle (before that it means nothing: the first prompt may not be submitted yet).
     seen_session: bool,
+    /// The agent's own session's tokens (its last `session.updated`) and model.
+    pub tokens: Option<(Tokens, Option<String>)>,
+    /// Its own session's model responses seen ended (`step-finish` parts, each once).
+    pub steps: BTreeSet<String>,
 }
 
 impl ServerView {
@@ -244,6 +308,20 @@ impl ServerView {
     pub fn apply(&mut self, ev: &ServerEvent) {
         match ev {
             ServerEvent::Connected | ServerEvent::Disposed => {}
+            ServerEvent::SessionTokens {
+                session,
+                tokens,
+                model,
+            } => {
+                if self.session.as_deref() == Some(session.as_str()) {
+                    self.tokens = Some((*tokens, model.clone()));
+                }
+            }
+            ServerEvent::StepFinished { session, part } => {
+                if self.session.as_deref() == Some(session.as_str()) {
+                    self.steps.insert(part.clone());
+                }
+            }
             // Created at the first prompt, whose `busy` follows at once: naming the session
             // is all it does (an idle in between would be a blip).
             ServerEvent::SessionCreated { session, parent } => match parent {
@@ -380,6 +458,49 @@ mod tests {
             .iter()
             .filter_map(|d| parse_event(&serde_json::from_str(d).unwrap()))
             .collect()
+    }
+
+    #[test]
+    fn session_tokens_and_steps_are_the_agents_own_sessions_usage() {
+        let updated = serde_json::json!({"type": "session.updated", "properties": {
+            "sessionID": "ses_a", "info": {"id": "ses_a", "model": {"id": "m1", "providerID": "p"},
+            "tokens": {"input": 100, "output": 7, "reasoning": 3, "cache": {"read": 40, "write": 2}}}}});
+        let step = |session: &str, part: &str| {
+            serde_json::json!({"type": "message.part.updated", "properties": {"sessionID": session,
+                "part": {"id": part, "sessionID": session, "type": "step-finish",
+                         "tokens": {"input": 1, "output": 1}}}})
+        };
+        let text_part = serde_json::json!({"type": "message.part.updated", "properties": {
+            "sessionID": "ses_a", "part": {"id": "prt_t", "type": "text"}}});
+        assert_eq!(parse_event(&text_part), None);
+        let mut view = ServerView::new(Some("ses_a".into()));
+        for e in [
+            updated.clone(),
+            step("ses_a", "prt_1"),
+            step("ses_a", "prt_1"),
+            step("ses_a", "prt_2"),
+            step("ses_child", "prt_3"),
+        ] {
+            view.apply(&parse_event(&e).unwrap());
+        }
+        let (tokens, model) = view.tokens.clone().unwrap();
+        assert_eq!(
+            tokens,
+            Tokens {
+                input: 100,
+                output: 7,
+                reasoning: 3,
+                cache_read: 40,
+                cache_write: 2
+            }
+        );
+        assert_eq!(model.as_deref(), Some("m1"));
+        // Each step once; another session's not at all.
+        assert_eq!(view.steps.len(), 2);
+        // Another session's tokens are not the agent's.
+        let mut other = ServerView::new(Some("ses_b".into()));
+        other.apply(&parse_event(&updated).unwrap());
+        assert_eq!(other.tokens, None);
     }
 
     #[tokio::test]

@@ -19,6 +19,6 @@ mod events;
 mod http;
 mod watch;
 
-pub use events::{parse_event, parse_snapshot, ServerEvent, ServerView, Snapshot, Status};
+pub use events::{parse_event, parse_snapshot, ServerEvent, ServerView, Snapshot, Status, Tokens};
 pub use http::{EventStream, HttpError, Server, MAX_BODY, MAX_EVENT};
 pub use watch::{Observation, Report, Update, Wanted, Watches};

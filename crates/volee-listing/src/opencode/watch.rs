@@ -96,6 +96,29 @@ impl Watches {
         }
         Some((view.observation(), view.session.clone()))
     }
+
+    /// Agent `id`'s tokens as its server counts them for its own session (its last
+    /// `session.updated`; the requests are its `step-finish` parts): None until the server
+    /// said any.
+    pub fn usage(&self, id: &str) -> Option<volee_protocol::AgentUsage> {
+        let view = self.views.get(id)?;
+        let (tokens, model) = view.tokens.clone()?;
+        let port = self.tasks.get(id).map_or(0, |(p, _)| *p);
+        Some(volee_protocol::AgentUsage {
+            input: tokens.input,
+            // Reasoning is output the model was billed for.
+            output: tokens.output + tokens.reasoning,
+            cache_read: tokens.cache_read,
+            cache_write: tokens.cache_write,
+            requests: Some(view.steps.len() as u64),
+            model,
+            source: format!(
+                "OpenCode's server 127.0.0.1:{port}, session {}",
+                view.session.as_deref().unwrap_or("?")
+            ),
+            cost_usd: None,
+        })
+    }
 }
 
 /// The life of one watch: connect, snapshot, follow the event stream; again after a drop, with
