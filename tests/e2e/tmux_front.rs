@@ -388,3 +388,50 @@ fn attach_inside_tmux_switches_the_client() {
         || viewer.capture(),
     );
 }
+
+/// `@volee-status-cost on` (the user's option, read at `tmux-init`): the status line shows the
+/// day's spend from the usage ledger after the counts — today's priced entries only; a server
+/// without the option shows none (issue 23).
+#[test]
+fn the_status_line_shows_the_days_spend_where_asked() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let state = env.volee_home().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let line = |at: u64, cost: &str| {
+        format!(
+            r#"{{"at":{at},"agent":"a1","name":"n","harness":"claude","model":"claude-opus-5-5","project":"/p","input":1,"output":1,"cache_read":0,"cache_write":0,"requests":1,"cost_usd":{cost}}}"#
+        ) + "\n"
+    };
+    // Two entries of today, one unpriced, one from three days ago.
+    let ledger = [
+        line(now - 1000, "0.25"),
+        line(now - 500, "0.5"),
+        line(now - 400, "null"),
+        line(now - 3 * 86_400_000, "7.0"),
+    ]
+    .concat();
+    std::fs::write(state.join("usage.jsonl"), ledger).unwrap();
+    env.ok(["tmux-init"]);
+    let plain = env.tmux(&["show-option", "-gqv", "@volee-status"]);
+    assert!(!plain.contains("today"), "{plain}");
+    env.tmux(&["set-option", "-g", "@volee-status-cost", "on"]);
+    env.ok(["tmux-init"]);
+    wait_until(
+        "the day's spend on the status line",
+        Duration::from_secs(10),
+        || {
+            env.tmux(&["show-option", "-gqv", "@volee-status"])
+                .contains("$0.7500 today")
+                .then_some(())
+        },
+        || env.tmux(&["show-option", "-gqv", "@volee-status"]),
+    );
+    let usage = env.ok(["usage", "--since", "1d"]);
+    assert!(usage.contains("$0.7500 + ?"), "{usage}");
+}

@@ -264,6 +264,7 @@ pub fn tmux_init(socket: Option<PathBuf>) -> CliResult {
     ask(&Request::TmuxInit {
         socket: socket.display().to_string(),
         volee_bin: volee_bin()?,
+        status_cost: option(&server, "@volee-status-cost").as_deref() == Some("on"),
     })?;
     Ok(())
 }

@@ -559,6 +559,9 @@ pub enum Request {
     TmuxInit {
         socket: String,
         volee_bin: String,
+        /// The server's `@volee-status-cost` is `on`: its status line shows the day's spend.
+        #[serde(default)]
+        status_cost: bool,
     },
     /// Remove everything `TmuxInit` added on that server.
     TmuxDown {

@@ -40,6 +40,13 @@ impl Daemon {
                 if let Err(e) = crate::ledger::append(&self.paths.state_dir, &entry) {
                     tracing::warn!("the usage ledger: {e}");
                 }
+                // The day's spend on the status lines that show it.
+                if let (Some(c), Some((day, usd))) = (entry.cost_usd, self.notices.today.as_mut()) {
+                    if *day == super::notifications::local_day_start(entry.at) {
+                        *usd += c;
+                        self.notices.status_dirty = true;
+                    }
+                }
             }
         }
         let used = usage.counted();

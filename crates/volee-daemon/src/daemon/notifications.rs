@@ -28,6 +28,25 @@ pub(super) struct Notices {
     pub(super) status_dirty: bool,
     /// The task that pushes to the phone, started with the first push.
     pusher: Option<Pusher>,
+    /// Servers whose `@volee-status-cost` is `on` (read at `tmux-init`).
+    pub(super) cost_sockets: BTreeSet<PathBuf>,
+    /// The day's spend so far (the local day starting at `.0`, epoch ms; USD), from the usage
+    /// ledger.
+    pub(super) today: Option<(u64, f64)>,
+}
+
+/// The epoch milliseconds at which the local day of `now_ms` began (this machine's time zone;
+/// the UTC day when it cannot say).
+pub(super) fn local_day_start(now_ms: u64) -> u64 {
+    use chrono::{Local, TimeZone};
+    let utc = now_ms - now_ms % 86_400_000;
+    let Some(now) = Local.timestamp_millis_opt(now_ms as i64).single() else {
+        return utc;
+    };
+    now.date_naive()
+        .and_hms_opt(0, 0, 0)
+        .and_then(|midnight| Local.from_local_datetime(&midnight).earliest())
+        .map_or(utc, |m| m.timestamp_millis().max(0) as u64)
 }
 
 impl Notices {
@@ -354,7 +373,35 @@ impl Daemon {
                 .filter(|a| !a.is_ended() && a.origin == Origin::Launched)
                 .filter_map(|a| host_socket(&a.host).map(Path::to_path_buf)),
         );
-        self.hosts.tmux.set_status(sockets, &text);
+        // Where `@volee-status-cost` is on: the day's spend after the counts.
+        let (with_cost, plain): (BTreeSet<PathBuf>, BTreeSet<PathBuf>) = sockets
+            .into_iter()
+            .partition(|s| self.notices.cost_sockets.contains(s));
+        if !with_cost.is_empty() {
+            let spent = self.spent_today(now_ms());
+            let cost = format!(
+                "{text} #[dim]{} today#[default]",
+                volee_view::cost_text(Some(spent)).replace('#', "##")
+            );
+            self.hosts.tmux.set_status(with_cost, &cost);
+        }
+        self.hosts.tmux.set_status(plain, &text);
+    }
+
+    /// What today's usage cost (USD, the known costs), read from the ledger once a day and kept
+    /// up to date as usage comes.
+    pub(super) fn spent_today(&mut self, now: Millis) -> f64 {
+        let day = local_day_start(now);
+        match self.notices.today {
+            Some((d, usd)) if d == day => usd,
+            _ => {
+                let usd = crate::ledger::read(&self.paths.state_dir, day)
+                    .map(|(entries, _)| entries.iter().filter_map(|e| e.cost_usd).sum())
+                    .unwrap_or(0.0);
+                self.notices.today = Some((day, usd));
+                usd
+            }
+        }
     }
 }
 

@@ -71,8 +71,18 @@ impl Daemon {
             }
             Request::Prune => Ok(self.prune_now()),
             Request::Watch { .. } => Err(RequestError::user("watch is a streaming request")),
-            Request::TmuxInit { socket, .. } => {
-                return self.tmux_init(PathBuf::from(socket), reply)
+            Request::TmuxInit {
+                socket,
+                status_cost,
+                ..
+            } => {
+                let socket = PathBuf::from(socket);
+                if status_cost {
+                    self.notices.cost_sockets.insert(socket.clone());
+                } else {
+                    self.notices.cost_sockets.remove(&socket);
+                }
+                return self.tmux_init(socket, reply);
             }
             Request::TmuxDown { socket } => Ok(self.tmux_down(PathBuf::from(socket))),
             Request::Shutdown => Ok(Response::Ok),
