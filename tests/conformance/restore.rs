@@ -544,7 +544,10 @@ fn codex_restore(reboot: bool) {
         serde_json::json!({ "cmd": "true" }),
     ));
     let server = ModelServer::start(turns);
-    server.set_main_delay(Duration::from_millis(800));
+    // Codex's state comes from its app-server, asked once a second (volee's listing poll), and
+    // from its screen: a turn shorter than that can pass unseen (a whole-suite run saw an 800 ms
+    // turn only as idle). Two seconds keep working visible.
+    server.set_main_delay(Duration::from_millis(2000));
     let home = w.env.home().canonicalize().unwrap();
     crate::codex::seed_home(&home, &format!("{}/v1", server.base_url()), &w.work);
     // Codex's shared app-server daemon outlives its TUI (and the tmux server): stopped, and

@@ -95,6 +95,27 @@ pub fn output_within(
 }
 
 /// `volee launch --host tmux:main --name NAME -- sh -c SCRIPT`, returning the id.
+/// `tmux kill-server` on the test's server, returning once its process is gone (a new server at
+/// the same socket started before that fails: "server exited unexpectedly").
+pub fn kill_tmux_server(env: &TestEnv) {
+    let server: i32 = env
+        .tmux(&["display-message", "-p", "#{pid}"])
+        .trim()
+        .parse()
+        .unwrap();
+    env.tmux(&["kill-server"]);
+    volee_test_support::wait_until(
+        "the old tmux server gone",
+        std::time::Duration::from_secs(10),
+        || {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(server), None)
+                .is_err()
+                .then_some(())
+        },
+        || format!("tmux server {server} lives on"),
+    );
+}
+
 pub fn launch_sh(env: &TestEnv, name: &str, script: &str) -> String {
     env.ok([
         "launch",

@@ -212,23 +212,8 @@ fn after_the_daemon_and_the_server_die_up_offers_the_restore_and_always_does_it(
         );
     }
     let old_pane = env.agent(&a)["host"]["pane"].as_str().unwrap().to_string();
-    let server: i32 = env
-        .tmux(&["display-message", "-p", "#{pid}"])
-        .trim()
-        .parse()
-        .unwrap();
     env.kill_daemon();
-    env.tmux(&["kill-server"]);
-    wait_until(
-        "the old tmux server gone",
-        Duration::from_secs(10),
-        || {
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(server), None)
-                .is_err()
-                .then_some(())
-        },
-        || format!("tmux server {server} lives on"),
-    );
+    crate::kill_tmux_server(&env);
     env.start_tmux();
     let new_first = env.tmux(&["display-message", "-p", "-t", "=main:", "#{pane_id}"]);
     // Not asked (no terminal): told how.

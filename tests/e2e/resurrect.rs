@@ -192,23 +192,8 @@ fn save_kill_restore(env: &TestEnv, reboot: bool) {
     // The reboot; then tmux starts again (a fresh server's session "0"), its tmux.conf loads
     // resurrect and volee's plugin (tmux-init), and resurrect restores.
     if reboot {
-        let server: i32 = env
-            .tmux(&["display-message", "-p", "#{pid}"])
-            .trim()
-            .parse()
-            .unwrap();
         env.kill_daemon();
-        env.tmux(&["kill-server"]);
-        wait_until(
-            "the old tmux server gone",
-            Duration::from_secs(10),
-            || {
-                nix::sys::signal::kill(nix::unistd::Pid::from_raw(server), None)
-                    .is_err()
-                    .then_some(())
-            },
-            || format!("tmux server {server} lives on"),
-        );
+        crate::kill_tmux_server(env);
     } else {
         env.tmux(&["kill-server"]);
         wait_until(

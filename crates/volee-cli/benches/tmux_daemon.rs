@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use volee_daemon::{Client, Paths};
 use volee_protocol::{AgentState, Request, Response};
-use volee_test_support::bench::{cpu_ticks, env_num, percentile, rss_kib};
+use volee_test_support::bench::{cpu_ticks, env_num, forks_since_boot, percentile, rss_kib};
 use volee_test_support::{require, wait_until, TestEnv};
 
 fn paths(env: &TestEnv) -> Paths {
@@ -61,18 +61,6 @@ fn plant_history(home: &std::path::Path, copies: usize) {
         )
         .unwrap();
     }
-}
-
-/// Forks since boot, system-wide (`processes` in /proc/stat).
-fn forks_since_boot() -> u64 {
-    std::fs::read_to_string("/proc/stat")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("processes "))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 fn main() {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use volee_daemon::{Client, Paths};
 use volee_protocol::{AgentView, Request, Response};
-use volee_test_support::bench::{cpu_ticks, env_num, summary};
+use volee_test_support::bench::{cpu_ticks, env_num, forks_since_boot, summary};
 use volee_test_support::{require, wait_until, TestEnv};
 
 fn paths(env: &TestEnv) -> Paths {
@@ -36,17 +36,6 @@ fn agents(paths: &Paths) -> Vec<AgentView> {
         Response::Agents { agents } => agents,
         other => panic!("{other:?}"),
     }
-}
-
-fn forks_since_boot() -> u64 {
-    std::fs::read_to_string("/proc/stat")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("processes "))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 /// One assistant line of a response with its usage.

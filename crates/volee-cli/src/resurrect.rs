@@ -20,6 +20,8 @@ use volee_tmux::format::{fields_format, split_fields};
 use volee_tmux::server::TmuxServer;
 use volee_view::sh_quote;
 
+use crate::tmux_ui::option;
+
 /// The hook resurrect runs last in a restore.
 pub const HOOK_OPTION: &str = "@resurrect-hook-post-restore-all";
 /// What volee set in [`HOOK_OPTION`], so `volee down` removes only that.
@@ -54,14 +56,6 @@ impl Presence {
             Presence::Absent => "not found".into(),
         }
     }
-}
-
-fn option(server: &TmuxServer, name: &str) -> Option<String> {
-    server
-        .run(&["show-option", "-gqv", name])
-        .ok()
-        .map(|v| v.trim_end_matches('\n').to_string())
-        .filter(|v| !v.is_empty())
 }
 
 /// TPM's plugin directories: `TMUX_PLUGIN_MANAGER_PATH` in tmux's global environment (TPM sets

@@ -100,7 +100,8 @@ fn binding_command(binding: Binding, bin: &str, popup: bool) -> Vec<String> {
     }
 }
 
-fn option(server: &TmuxServer, name: &str) -> Option<String> {
+/// A global option of the server's (None: unset or empty).
+pub(crate) fn option(server: &TmuxServer, name: &str) -> Option<String> {
     server
         .run(&["show-option", "-gqv", name])
         .ok()

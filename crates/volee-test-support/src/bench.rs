@@ -43,6 +43,16 @@ pub fn summary(samples: Vec<f64>, decimals: usize) -> String {
     )
 }
 
+/// Forks since boot, system-wide (`processes` in /proc/stat).
+pub fn forks_since_boot() -> u64 {
+    std::fs::read_to_string("/proc/stat")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("processes "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// utime + stime of a process, in clock ticks.
 pub fn cpu_ticks(pid: i32) -> u64 {
     let stat = procfs_core::process::Stat::from_file(format!("/proc/{pid}/stat")).unwrap();
