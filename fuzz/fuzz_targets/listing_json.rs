@@ -92,6 +92,16 @@ fn check_event(ev: &ServerEvent) {
     let id = |s: &str| assert!(!s.is_empty() && s.len() <= 200);
     match ev {
         ServerEvent::Connected | ServerEvent::Disposed => {}
+        ServerEvent::SessionTokens { session, model, .. } => {
+            id(session);
+            if let Some(m) = model {
+                short(m);
+            }
+        }
+        ServerEvent::StepFinished { session, part } => {
+            id(session);
+            id(part);
+        }
         ServerEvent::SessionCreated { session, .. } | ServerEvent::Idle { session } => id(session),
         ServerEvent::Status { session, .. } => id(session),
         ServerEvent::PermissionAsked {

@@ -103,6 +103,13 @@ pub struct Tokens {
     pub cache_write: u64,
 }
 
+/// An id from the server: a string, not empty, at most 200 bytes.
+fn bounded(v: Option<&Value>) -> Option<String> {
+    v.and_then(Value::as_str)
+        .filter(|s| !s.is_empty() && s.len() <= 200)
+        .map(String::from)
+}
+
 fn tokens_of(v: &Value) -> Option<Tokens> {
     let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
     v.is_object().then(|| Tokens {
@@ -170,8 +177,7 @@ pub fn parse_event(v: &Value) -> Option<ServerEvent> {
         "session.updated" => {
             let info = props.get("info")?;
             ServerEvent::SessionTokens {
-                session: s("sessionID")
-                    .or_else(|| info.get("id").and_then(Value::as_str).map(String::from))?,
+                session: s("sessionID").or_else(|| bounded(info.get("id")))?,
                 tokens: tokens_of(info.get("tokens")?)?,
                 model: info
                     .get("model")
@@ -186,12 +192,8 @@ pub fn parse_event(v: &Value) -> Option<ServerEvent> {
                 return None;
             }
             ServerEvent::StepFinished {
-                session: part
-                    .get("sessionID")
-                    .and_then(Value::as_str)
-                    .map(String::from)
-                    .or_else(|| s("sessionID"))?,
-                part: part.get("id").and_then(Value::as_str).unwrap_or("").into(),
+                session: bounded(part.get("sessionID")).or_else(|| s("sessionID"))?,
+                part: bounded(part.get("id"))?,
             }
         }
         "session.error" => ServerEvent::Error {
