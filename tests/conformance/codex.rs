@@ -418,7 +418,7 @@ fn codex_cli_asks_approval_and_finishes_its_turn() {
 }
 
 /// Every file under `dir`.
-fn walk_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn walk_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {

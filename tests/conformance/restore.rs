@@ -468,18 +468,10 @@ fn restore_after_the_tmux_server_died(case: &Case, env: &TestEnv, server: &Model
 
 /// Every file under `dir` whose name ends with `.jsonl`, sorted.
 fn jsonl_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = entry.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|e| e == "jsonl") {
-                out.push(p);
-            }
-        }
-    }
+    let mut out: Vec<PathBuf> = crate::codex::walk_files(dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
     out.sort();
     out
 }

@@ -13,28 +13,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
-use volee_daemon::{Client, Paths};
-use volee_protocol::{AgentState, AgentView, Request, Response};
+use common::{agents, paths};
+use volee_daemon::Paths;
+use volee_protocol::AgentState;
 use volee_test_support::bench::{env_num, summary};
 use volee_test_support::{require, wait_until, TestEnv};
-
-fn paths(env: &TestEnv) -> Paths {
-    let home = env.volee_home();
-    Paths::from_env(
-        |k| (k == "VOLEE_HOME").then(|| home.display().to_string()),
-        nix::unistd::getuid().as_raw(),
-    )
-}
-
-fn agents(paths: &Paths) -> Vec<AgentView> {
-    let mut client = Client::connect(paths).unwrap();
-    match client.request(&Request::List { all: true }).unwrap() {
-        Response::Agents { agents } => agents,
-        other => panic!("{other:?}"),
-    }
-}
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -69,7 +56,7 @@ fn main() {
         })
         .collect();
     let all_working = |paths: &Paths| {
-        let list = agents(paths);
+        let list = agents(paths, true);
         ids.iter().all(|id| {
             list.iter()
                 .any(|a| &a.id == id && a.state == AgentState::Working)
@@ -79,7 +66,7 @@ fn main() {
         "every agent working",
         Duration::from_secs(30),
         || all_working(&paths).then_some(()),
-        || format!("{:#?}", agents(&paths)),
+        || format!("{:#?}", agents(&paths, true)),
     );
     let (mut to_working, mut command) = (Vec::new(), Vec::new());
     for _ in 0..runs {
@@ -93,12 +80,12 @@ fn main() {
             "every agent restorable",
             Duration::from_secs(30),
             || {
-                let list = agents(&paths);
+                let list = agents(&paths, true);
                 (list.iter().filter(|a| a.restorable).count() == count
                     && nix::sys::signal::kill(nix::unistd::Pid::from_raw(server), None).is_err())
                 .then_some(())
             },
-            || format!("{:#?}", agents(&paths)),
+            || format!("{:#?}", agents(&paths, true)),
         );
         let started = Instant::now();
         let mut child = env
@@ -117,7 +104,7 @@ fn main() {
             assert!(
                 started.elapsed() < Duration::from_secs(60),
                 "not all working after 60 s: {:#?}",
-                agents(&paths)
+                agents(&paths, true)
             );
             std::thread::sleep(Duration::from_millis(5));
         }

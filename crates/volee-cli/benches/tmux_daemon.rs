@@ -17,21 +17,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use volee_daemon::{Client, Paths};
+use common::paths;
+use volee_daemon::Client;
 use volee_protocol::{AgentState, Request, Response};
 use volee_test_support::bench::{cpu_ticks, env_num, forks_since_boot, percentile, rss_kib};
 use volee_test_support::{require, wait_until, TestEnv};
-
-fn paths(env: &TestEnv) -> Paths {
-    let home = env.volee_home();
-    Paths::from_env(
-        |k| (k == "VOLEE_HOME").then(|| home.display().to_string()),
-        nix::unistd::getuid().as_raw(),
-    )
-}
 
 fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();

@@ -10,33 +10,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use volee_daemon::{Client, Paths};
-use volee_protocol::{AgentView, Request, Response};
+use common::{agents, paths};
 use volee_test_support::bench::{cpu_ticks, env_num, forks_since_boot, summary};
 use volee_test_support::{require, wait_until, TestEnv};
-
-fn paths(env: &TestEnv) -> Paths {
-    let home = env.volee_home();
-    Paths::from_env(
-        |k| (k == "VOLEE_HOME").then(|| home.display().to_string()),
-        nix::unistd::getuid().as_raw(),
-    )
-}
-
-fn agents(paths: &Paths) -> Vec<AgentView> {
-    match Client::connect(paths)
-        .unwrap()
-        .request(&Request::List { all: false })
-        .unwrap()
-    {
-        Response::Agents { agents } => agents,
-        other => panic!("{other:?}"),
-    }
-}
 
 /// One assistant line of a response with its usage.
 fn response_line(n: usize) -> String {
@@ -106,10 +88,10 @@ fn main() {
         "every agent's usage read",
         Duration::from_secs(60),
         || {
-            let list = agents(&paths);
+            let list = agents(&paths, false);
             (list.len() == count && list.iter().all(|a| a.usage.is_some())).then_some(())
         },
-        || format!("{:#?}", agents(&paths)),
+        || format!("{:#?}", agents(&paths, false)),
     );
     let first = t.elapsed();
 
@@ -141,7 +123,7 @@ fn main() {
     let mut latency = Vec::new();
     for n in 0..turns {
         let i = n % count;
-        let want = agents(&paths)
+        let want = agents(&paths, false)
             .into_iter()
             .find(|a| a.name == format!("u{i}"))
             .and_then(|a| a.usage)
@@ -156,7 +138,7 @@ fn main() {
         f.write_all(response_line(n).as_bytes()).unwrap();
         drop(f);
         loop {
-            let got = agents(&paths)
+            let got = agents(&paths, false)
                 .into_iter()
                 .find(|a| a.name == format!("u{i}"))
                 .and_then(|a| a.usage)

@@ -91,22 +91,29 @@ fn main() {
         .len();
     drop(w);
 
-    let mut ms = Vec::new();
-    let mut calls = 0;
-    for k in 0..runs {
-        let name = format!("cp-{k}");
+    // A checkpoint, `turns` turns after it, then the timed rewind to it: (ms, changed calls).
+    let mut rewind_over = |name: &str, turns: usize| {
         let mut w = store.open_writer(&id).unwrap();
-        w.save_checkpoint(&name).unwrap();
-        for _ in 0..2 {
+        w.save_checkpoint(name).unwrap();
+        for _ in 0..turns {
             turn(&mut w, i);
             i += 4;
         }
         w.checkpoint().unwrap();
         drop(w);
         let t = Instant::now();
-        let (_, record) = store.rewind(&id, &name).unwrap();
-        ms.push(t.elapsed().as_secs_f64() * 1000.0);
-        calls = record.changed_calls.len();
+        let (_, record) = store.rewind(&id, name).unwrap();
+        (
+            t.elapsed().as_secs_f64() * 1000.0,
+            record.changed_calls.len(),
+        )
+    };
+    let mut ms = Vec::new();
+    let mut calls = 0;
+    for k in 0..runs {
+        let (took, n) = rewind_over(&format!("cp-{k}"), 2);
+        ms.push(took);
+        calls = n;
     }
     println!(
         "rewind two turns back, {MESSAGES} messages in the transcript ({:.1} MB), {calls} changed calls listed: {}",
@@ -117,19 +124,9 @@ fn main() {
     // The far case: the checkpoint 10,000 messages back; the scan reads those lines only.
     let mut ms = Vec::new();
     for k in 0..5 {
-        let name = format!("far-{k}");
-        let mut w = store.open_writer(&id).unwrap();
-        w.save_checkpoint(&name).unwrap();
-        for _ in 0..2500 {
-            turn(&mut w, i);
-            i += 4;
-        }
-        w.checkpoint().unwrap();
-        drop(w);
-        let t = Instant::now();
-        let (_, record) = store.rewind(&id, &name).unwrap();
-        ms.push(t.elapsed().as_secs_f64() * 1000.0);
-        calls = record.changed_calls.len();
+        let (took, n) = rewind_over(&format!("far-{k}"), 2500);
+        ms.push(took);
+        calls = n;
     }
     println!(
         "rewind 10,000 messages back ({calls} changed calls listed): {}",
