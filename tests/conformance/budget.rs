@@ -3,7 +3,9 @@
 //! reads that response's usage from Claude's transcript, interrupts the turn with Claude's
 //! interrupt key and holds the agent `needs_you` ("budget reached: N of 300 tokens"): the tool
 //! the response asked for never runs and no further request reaches the model; `volee send` is
-//! refused naming `volee budget`; `volee budget ID +100k` lets it go on.
+//! refused naming `volee budget`; `volee budget ID +100k` lets it go on. Then a budget in money
+//! (Claude's model is in the price table) set below what it cost holds it again, and `+1usd`
+//! lets it go.
 
 use std::time::{Duration, Instant};
 
@@ -119,6 +121,54 @@ fn claude_code_is_interrupted_at_its_budget_and_goes_on_when_raised() {
         || format!("{}\n{}", server.summary(), env.ok(["peek", &id])),
     );
     assert_eq!(env.wait_state(&id, "idle", 30), "idle");
+
+    // A budget in money, at the price table's price for Claude's model: set below what it
+    // already cost, it holds the agent at once; raised by a dollar, it is let go.
+    let spent = wait_until(
+        "the second response's usage read",
+        Duration::from_secs(10),
+        || {
+            let a = env.agent(&id);
+            (a["usage"]["requests"].as_u64() >= Some(2)).then_some(a)
+        },
+        || env.agent(&id).to_string(),
+    )["usage"]["cost_usd"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no cost for Claude's model: {}", env.agent(&id)));
+    let limit = spent / 2.0;
+    env.ok(["budget", &id, &format!("{limit}usd")]);
+    let held = wait_until(
+        "held at its budget in money",
+        Duration::from_secs(10),
+        || {
+            let a = env.agent(&id);
+            (a["state"] == "needs_you").then_some(a)
+        },
+        || env.ok(["explain", &id]),
+    );
+    assert_eq!(held["budget"]["usd"].as_f64(), Some(limit), "{held}");
+    assert_eq!(
+        held["evidence"],
+        format!(
+            "budget reached: {} of {}",
+            volee_protocol::Amount::Usd(spent),
+            volee_protocol::Amount::Usd(limit)
+        ),
+        "{held}"
+    );
+    let refused = env.run(["send", &id, "more"]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    let raised = env.ok(["budget", &id, "+1usd"]);
+    assert!(
+        raised.contains(&format!("budget ${:.2}", limit + 1.0)),
+        "{raised}"
+    );
+    wait_until(
+        "let go from the money budget",
+        Duration::from_secs(10),
+        || (env.agent(&id)["state"] != "needs_you").then_some(()),
+        || env.ok(["explain", &id]),
+    );
     env.ok(["send", &id, "/exit"]);
     assert_eq!(env.wait_state(&id, "done", 30), "done");
 }

@@ -109,6 +109,11 @@ fn bad_cwd_harness_and_host_are_user_errors() {
         vec!["launch", "--host", "tmux:nosuchsession", "--", "true"],
         vec!["launch", "--harness", "nosuch", "--", "true"],
         vec!["launch"],
+        // Budgets that could not be kept, or are nothing.
+        vec!["launch", "--harness", "aider", "--budget", "10k"],
+        vec!["launch", "--harness", "volee", "--budget", "5usd"],
+        vec!["launch", "--budget", "0usd", "--", "true"],
+        vec!["launch", "--budget", "5eur", "--", "true"],
     ] {
         let out = env.run(&args);
         assert_eq!(

@@ -474,7 +474,8 @@ fn draw(f: &mut ratatui::Frame, app: &mut App, index: &Index) {
     let items: Vec<ListItem> = app
         .shown
         .iter()
-        .map(|&i| ListItem::new(row_line(&app.rows[i], now, app.color)))
+        // A TOKENS column where it leaves the title room.
+        .map(|&i| ListItem::new(row_line(&app.rows[i], now, app.color, parts[0].width >= 64)))
         .collect();
     let title = match (&app.searching, app.filter.is_empty()) {
         (Some(q), _) => format!(" search: {q}_ "),
@@ -551,7 +552,14 @@ fn draw(f: &mut ratatui::Frame, app: &mut App, index: &Index) {
     f.render_widget(Paragraph::new(status), bottom);
 }
 
-fn row_line(row: &Row, now: u64, color: bool) -> Line<'static> {
+fn row_line(row: &Row, now: u64, color: bool, tokens: bool) -> Line<'static> {
+    let column = |t: String| {
+        if tokens {
+            format!(" {t:>6}")
+        } else {
+            String::new()
+        }
+    };
     let style = |c: Color| {
         if color {
             Style::default().fg(c)
@@ -569,10 +577,15 @@ fn row_line(row: &Row, now: u64, color: bool) -> Line<'static> {
                 _ => Color::Gray,
             };
             // A machine's agent is `MACHINE:NAME`, its state marked `?` while unreachable.
+            let tokens = column(
+                a.usage
+                    .as_ref()
+                    .map_or("-".into(), |u| volee_view::tokens_short(u.counted())),
+            );
             Line::from(vec![
                 Span::styled(format!("● {:<10}", volee_view::state_text(a)), style(c)),
                 Span::raw(format!(
-                    " {:<10} {:<8} {}",
+                    " {:<10} {:<8}{tokens} {}",
                     volee_view::machine_name_text(a, 10),
                     plain_text(&a.harness, 16),
                     plain_text(a.title.as_deref().unwrap_or(""), 50)
@@ -590,10 +603,14 @@ fn row_line(row: &Row, now: u64, color: bool) -> Line<'static> {
                 .as_deref()
                 .or(s.first_prompt.as_deref())
                 .unwrap_or("");
+            // Tokens as a budget counts them: input + output + cache writes.
+            let tokens = column(s.usage.as_ref().map_or("-".into(), |u| {
+                volee_view::tokens_short(u.input + u.output + u.cache_write)
+            }));
             Line::from(vec![
                 Span::styled(format!("  {age:<10}"), style(Color::DarkGray)),
                 Span::raw(format!(
-                    " {:<10} {:<8} {}",
+                    " {:<10} {:<8}{tokens} {}",
                     s.id.chars().take(8).collect::<String>(),
                     s.harness,
                     plain_text(title, 50)
@@ -616,10 +633,24 @@ fn past_preview<'a>(s: &SessionRow, index: &Index, width: u16) -> Paragraph<'a> 
             plain_text(s.model.as_deref().unwrap_or("-"), 40)
         )),
         Line::from(format!("last: {}", s.last.as_deref().unwrap_or("-"))),
+        Line::from(format!("tokens: {}", session_tokens(s))),
         Line::from(""),
     ];
     lines.extend(message_lines(s, index));
     Paragraph::new(lines).wrap(Wrap { trim: false })
+}
+
+/// A past session's tokens as its file recorded them: `12.3k (+40.1k cached)`, `unknown`.
+fn session_tokens(s: &SessionRow) -> String {
+    match &s.usage {
+        None => "unknown".into(),
+        Some(u) if u.cache_read > 0 => format!(
+            "{} (+{} cached)",
+            volee_view::tokens_short(u.input + u.output + u.cache_write),
+            volee_view::tokens_short(u.cache_read)
+        ),
+        Some(u) => volee_view::tokens_short(u.input + u.output + u.cache_write),
+    }
 }
 
 /// A session's last messages, as text.
@@ -872,9 +903,39 @@ mod tests {
         assert_eq!(rows[0].key(), "agent box:k3f9");
         assert!(rows[0].haystack().contains("box"));
         agent.title = Some("compiling".into());
-        let line = row_line(&Row::Live(Box::new(agent)), 0, false);
+        let line = row_line(&Row::Live(Box::new(agent.clone())), 0, false, true);
         let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
-        assert_eq!(text, "● working?   box:build  codex    compiling");
+        assert_eq!(text, "● working?   box:build  codex         - compiling");
+        // Its usage, as a budget counts it (cache reads are not).
+        agent.usage = Some(volee_protocol::AgentUsage {
+            input: 12_000,
+            output: 300,
+            cache_read: 90_000,
+            cache_write: 45,
+            ..Default::default()
+        });
+        let line = row_line(&Row::Live(Box::new(agent)), 0, false, true);
+        let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+        assert_eq!(text, "● working?   box:build  codex     12.3k compiling");
+    }
+
+    /// A past session shows the tokens its file recorded, in its row and its preview.
+    #[test]
+    fn a_past_sessions_tokens_are_in_its_row_and_preview() {
+        let mut session = past("0199dddd-4444", "tune the cache");
+        session.usage = Some(volee_history::Usage {
+            input: 1_500,
+            output: 700,
+            cache_read: 52_000,
+            cache_write: 300,
+            requests: 3,
+        });
+        let line = row_line(&Row::Past(Box::new(session.clone())), 0, false, true);
+        let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+        assert!(text.contains("codex      2500 tune the cache"), "{text:?}");
+        let lines = frame(160, 24, vec![Row::Past(Box::new(session))]);
+        let all = lines.join("\n");
+        assert!(all.contains("tokens: 2500 (+52.0k cached)"), "{all}");
     }
 
     /// Discovery joins the history: an agent found by the /proc scan in a plain terminal (no

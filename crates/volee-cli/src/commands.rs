@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use volee_daemon::{Client, Config};
-use volee_protocol::{AgentState, AgentView, Request, Response};
+use volee_protocol::{AgentState, AgentView, Amount, Request, Response};
 
 use crate::ask::{agent_of, agents_of, ask, client, paths, text_of};
 use crate::error::{self, CliError, CliResult, Exit};
@@ -310,10 +310,18 @@ pub fn budget(id: &str, amount: &str, as_json: bool) -> CliResult {
     use volee_protocol::BudgetChange;
     let change = match amount.trim() {
         "off" => BudgetChange::Off,
-        a => match a.strip_prefix('+') {
-            Some(n) => BudgetChange::Add(volee_protocol::parse_tokens(n).map_err(CliError::user)?),
-            None => BudgetChange::Set(volee_protocol::parse_tokens(a).map_err(CliError::user)?),
-        },
+        a => {
+            let (add, amount) = match a.strip_prefix('+') {
+                Some(n) => (true, n),
+                None => (false, a),
+            };
+            match (add, Amount::parse(amount).map_err(CliError::user)?) {
+                (true, Amount::Tokens(n)) => BudgetChange::Add(n),
+                (false, Amount::Tokens(n)) => BudgetChange::Set(n),
+                (true, Amount::Usd(c)) => BudgetChange::AddUsd(c),
+                (false, Amount::Usd(c)) => BudgetChange::SetUsd(c),
+            }
+        }
     };
     let agent = agent_of(ask(&Request::Budget {
         id: id.into(),
@@ -322,22 +330,30 @@ pub fn budget(id: &str, amount: &str, as_json: bool) -> CliResult {
     if as_json {
         return json(&agent);
     }
-    let used = agent
+    let tokens = agent
         .usage
         .as_ref()
         .map_or_else(|| "unknown".to_string(), |u| u.counted().to_string());
     out(&match &agent.budget {
         None => format!(
-            "{} ({}): no budget; used {used} tokens",
+            "{} ({}): no budget; used {tokens} tokens",
             agent.id, agent.name
         ),
-        Some(b) => format!(
-            "{} ({}): budget {} tokens, used {used}{}",
-            agent.id,
-            agent.name,
-            b.tokens,
-            if b.reached { " — reached: held" } else { "" }
-        ),
+        Some(b) => {
+            let used = match agent.usage.as_ref().map(|u| b.used(u)) {
+                None => "unknown".to_string(),
+                Some(None) => "unknown (no price for its model)".to_string(),
+                Some(Some(Amount::Tokens(n))) => n.to_string(),
+                Some(Some(used)) => used.to_string(),
+            };
+            format!(
+                "{} ({}): budget {}, used {used}{}",
+                agent.id,
+                agent.name,
+                b.limit(),
+                if b.reached { " — reached: held" } else { "" }
+            )
+        }
     });
     Ok(())
 }

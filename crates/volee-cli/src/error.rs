@@ -425,6 +425,21 @@ pub fn unknown_harness(name: &str) -> CliError {
     ))
 }
 
+/// `--budget` for a harness whose usage volee cannot read: it could not be kept.
+pub fn budget_unkept(profile: &Profile, limit: volee_protocol::Amount) -> CliError {
+    CliError::user(format!(
+        "{} records no usage volee can read, so a budget ({limit}) could not be kept",
+        profile.display_name
+    ))
+    .hint("docs/usage.md says what each harness records")
+}
+
+/// `--budget 5usd` for volee's own agent: Ollama's models have no price.
+pub fn budget_in_money_for_ollama() -> CliError {
+    CliError::user("volee's own agent runs on Ollama, whose models have no price")
+        .hint("give its budget in tokens: --budget 200k")
+}
+
 /// The harness's program is not on the caller's PATH (exit 3), and where it comes from.
 pub fn harness_not_installed(profile: &Profile) -> CliError {
     let e = CliError::env(format!(

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use volee_daemon::Config;
-use volee_protocol::{Host, Request};
+use volee_protocol::{Amount, Host, Request};
 
 use crate::ask::{agent_of, ask, paths, show};
 use crate::error::{self, CliError, CliResult, Exit};
@@ -53,11 +53,12 @@ pub struct LaunchArgs {
     /// ones sent.
     #[arg(long = "env", value_name = "NAME=VALUE", value_parser = env_pair)]
     env: Vec<(String, String)>,
-    /// A token budget (`200k`, `1.5M`; input + output + cache writes as its harness records
-    /// them): at 80 % you are told, at 100 % volee interrupts its turn and holds it until
+    /// A budget in tokens (`200k`, `1.5M`; input + output + cache writes as its harness
+    /// records them) or money (`5usd`, `$2.50`; at the price table's prices for its model): at
+    /// 80 % you are told, at 100 % volee interrupts its turn and holds it until
     /// `volee budget ID +AMOUNT|off` (default: config.toml's `[budgets]` for its harness).
-    #[arg(long, value_name = "TOKENS", value_parser = budget_arg)]
-    budget: Option<u64>,
+    #[arg(long, value_name = "AMOUNT", value_parser = budget_arg)]
+    budget: Option<Amount>,
     /// First prompt, for harnesses that take one.
     prompt: Option<String>,
     /// The command to run (generic profile).
@@ -124,8 +125,8 @@ fn remote_args(args: &LaunchArgs) -> CliResult<Vec<String>> {
     if args.join {
         out.push("--join".into());
     }
-    if let Some(tokens) = args.budget {
-        out.push(format!("--budget={tokens}"));
+    if let Some(limit) = args.budget {
+        out.push(format!("--budget={}", limit.as_arg()));
     }
     for (name, value) in &args.env {
         out.push(format!("--env={name}={value}"));
@@ -163,18 +164,24 @@ pub(crate) fn host_of(host: Option<&str>) -> CliResult<(Option<String>, Option<S
     })
 }
 
-/// `--budget`: tokens (a cost needs prices volee does not ship yet).
-fn budget_arg(text: &str) -> Result<u64, String> {
-    if text.to_ascii_lowercase().ends_with("usd") {
-        return Err(format!(
-            "{text:?}: budgets in money need the model's price, which volee does not know yet; \
-             give tokens (200k, 1.5M)"
-        ));
+/// `--budget`: tokens or money.
+fn budget_arg(text: &str) -> Result<Amount, String> {
+    match Amount::parse(text)? {
+        a if a.is_zero() => Err("a budget of nothing would stop it before it starts".into()),
+        a => Ok(a),
     }
-    match volee_protocol::parse_tokens(text)? {
-        0 => Err("a budget of 0 tokens would stop it before it starts".into()),
-        n => Ok(n),
+}
+
+/// A budget `harness` can be held to: its profile must name a source of usage volee reads, and
+/// volee's own agent (on Ollama, priced at nothing) counts tokens.
+fn check_budget(profile: &volee_harness::Profile, limit: Amount) -> CliResult {
+    if profile.usage == volee_harness::UsageSource::Unknown {
+        return Err(error::budget_unkept(profile, limit));
     }
+    if let (Amount::Usd(_), "volee") = (limit, profile.name) {
+        return Err(error::budget_in_money_for_ollama());
+    }
+    Ok(())
 }
 
 pub fn launch(args: LaunchArgs) -> CliResult {
@@ -230,9 +237,12 @@ pub fn launch(args: LaunchArgs) -> CliResult {
     let budget = args
         .budget
         .or_else(|| config.budgets.get(&harness).copied());
+    if let Some(limit) = budget {
+        check_budget(&profile, limit)?;
+    }
     // volee's own agent keeps to it itself, before each model request.
     let mut extra = args.command.clone();
-    if let (Some(tokens), "volee") = (budget, harness.as_str()) {
+    if let (Some(Amount::Tokens(tokens)), "volee") = (budget, harness.as_str()) {
         extra.extend(["--budget".to_string(), tokens.to_string()]);
     }
     let line = crate::launch_plan::line(if harness == "generic" {
@@ -269,8 +279,12 @@ pub fn launch(args: LaunchArgs) -> CliResult {
         },
         with_pairs(crate::caller::env(), &args.env),
     );
-    req.budget = budget;
-    let agent = match ask(&Request::Launch(req)).and_then(agent_of) {
+    match budget {
+        Some(Amount::Tokens(n)) => req.budget = Some(n),
+        Some(Amount::Usd(c)) => req.budget_usd = Some(c),
+        None => {}
+    }
+    let agent = match ask(&Request::Launch(Box::new(req))).and_then(agent_of) {
         Ok(agent) => agent,
         Err(e) => {
             if let Some(m) = &made {
@@ -383,7 +397,7 @@ pub fn resume_session_beside(
             env
         },
     );
-    agent_of(ask(&Request::Launch(req))?)
+    agent_of(ask(&Request::Launch(Box::new(req)))?)
 }
 
 /// The line that resumes ended agent `old`: its profile's resume line with its session id (the
@@ -483,7 +497,7 @@ pub fn resume(id: &str, as_json: bool, join: bool) -> CliResult {
         },
         crate::caller::env(),
     );
-    print_agent(&agent_of(ask(&Request::Launch(req))?)?, as_json)
+    print_agent(&agent_of(ask(&Request::Launch(Box::new(req)))?)?, as_json)
 }
 
 #[cfg(test)]

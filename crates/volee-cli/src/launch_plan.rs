@@ -99,6 +99,7 @@ pub fn request(
         restore: None,
         window: None,
         budget: None,
+        budget_usd: None,
         cwd: place.cwd,
         name: place.name,
         env,

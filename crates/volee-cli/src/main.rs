@@ -236,16 +236,18 @@ volee restore --all --into-resurrect: a resurrect restore brings the agents back
         #[arg(long)]
         json: bool,
     },
-    /// An agent's token budget: raise it, set it or take it off. An agent held at its budget
+    /// An agent's budget (tokens or money): raise it, set it or take it off. An agent held at its budget
     /// is let go when raised past what it used (you type its next prompt).
     #[command(after_help = "Examples:
   volee budget k3f9 +50k     50,000 tokens more (no budget yet: 50,000 more than it used)
   volee budget k3f9 200k     exactly 200,000 tokens
+  volee budget k3f9 +2usd    $2 more (a budget in tokens becomes one in money)
+  volee budget k3f9 5usd     exactly $5 at the price table's prices for its model
   volee budget k3f9 off      no budget")]
     Budget {
         /// The agent: its id, a unique prefix of it, or its name.
         id: String,
-        /// `+TOKENS`, `TOKENS` or `off` (tokens: 12000, 200k, 1.5M).
+        /// `+AMOUNT`, `AMOUNT` or `off` (tokens: 12000, 200k, 1.5M; money: 5usd, $2.50).
         #[arg(allow_hyphen_values = true)]
         amount: String,
         /// Print the agent object as JSON.

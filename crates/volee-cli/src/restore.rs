@@ -445,5 +445,5 @@ fn restore_one(agent: &AgentView, step: &Step, target: &Target) -> CliResult<Age
         index: agent.placement.as_ref().map(|p| p.window_index),
         pane: step.into_pane.clone(),
     });
-    agent_of(ask(&Request::Launch(req))?)
+    agent_of(ask(&Request::Launch(Box::new(req)))?)
 }

@@ -602,7 +602,7 @@ pub fn launch_line(socket: &Path, pane: &str, client_name: Option<String>) -> Cl
         },
         env,
     );
-    match client.request(&Request::Launch(req))? {
+    match client.request(&Request::Launch(Box::new(req)))? {
         Response::Agent { agent } => {
             tell(
                 &server,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// volee's settings, with their defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// How long ended agents are kept before `prune` (and the daemon) forget them.
     pub retention: Duration,
@@ -24,8 +24,8 @@ pub struct Config {
     pub sessions: SessionsConfig,
     /// What `volee up` does with agents a lost tmux server left restorable (`[restore]`).
     pub restore: RestoreConfig,
-    /// `[budgets]`: a token budget per harness for launches without `--budget`.
-    pub budgets: std::collections::BTreeMap<String, u64>,
+    /// `[budgets]`: a budget per harness (tokens or money) for launches without `--budget`.
+    pub budgets: std::collections::BTreeMap<String, volee_protocol::Amount>,
 }
 
 /// `[restore]`: what `volee up` does when agents can be restored (their tmux server went away).
@@ -255,13 +255,17 @@ impl Config {
         };
         let mut budgets = std::collections::BTreeMap::new();
         for (harness, amount) in file.budgets.unwrap_or_default() {
-            let tokens =
-                volee_protocol::parse_tokens(&amount).map_err(|problem| ConfigError::Budget {
+            let limit = volee_protocol::Amount::parse(&amount)
+                .and_then(|a| match a.is_zero() {
+                    true => Err("a budget of nothing would stop it before it starts".into()),
+                    false => Ok(a),
+                })
+                .map_err(|problem| ConfigError::Budget {
                     path: origin.into(),
                     harness: harness.clone(),
                     problem,
                 })?;
-            budgets.insert(harness, tokens);
+            budgets.insert(harness, limit);
         }
         Ok(Config {
             budgets,
@@ -303,13 +307,21 @@ mod tests {
     }
 
     #[test]
-    fn budgets_per_harness_are_token_amounts() {
-        let c =
-            Config::parse("[budgets]\nclaude = \"200k\"\ncodex = \"1.5M\"\n", "c.toml").unwrap();
-        assert_eq!(c.budgets.get("claude"), Some(&200_000));
-        assert_eq!(c.budgets.get("codex"), Some(&1_500_000));
-        let e = Config::parse("[budgets]\nclaude = \"lots\"\n", "c.toml").unwrap_err();
-        assert!(e.to_string().contains("budgets.claude"), "{e}");
+    fn budgets_per_harness_are_token_or_money_amounts() {
+        use volee_protocol::Amount;
+        let c = Config::parse(
+            "[budgets]\nclaude = \"200k\"\ncodex = \"1.5M\"\ngemini = \"5usd\"\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(c.budgets.get("claude"), Some(&Amount::Tokens(200_000)));
+        assert_eq!(c.budgets.get("codex"), Some(&Amount::Tokens(1_500_000)));
+        assert_eq!(c.budgets.get("gemini"), Some(&Amount::Usd(5.0)));
+        for bad in ["lots", "0", "0usd", "5eur"] {
+            let e =
+                Config::parse(&format!("[budgets]\nclaude = \"{bad}\"\n"), "c.toml").unwrap_err();
+            assert!(e.to_string().contains("budgets.claude"), "{e}");
+        }
     }
 
     #[test]

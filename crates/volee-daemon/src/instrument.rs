@@ -142,6 +142,7 @@ mod tests {
             restore: None,
             window: None,
             budget: None,
+            budget_usd: None,
         }
     }
 

@@ -222,18 +222,123 @@ pub struct AgentView {
     pub budget: Option<Budget>,
 }
 
-/// An agent's token budget: at 80 % of `tokens` the user is told; at 100 % volee interrupts its
-/// turn and holds it (`needs_you`, evidence "budget reached: N of M") until it is raised or
-/// taken off. Counted: input + output + cache writes ([`AgentUsage::counted`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// An agent's budget, in tokens or in money: at 80 % the user is told; at 100 % volee
+/// interrupts its turn and holds it (`needs_you`, evidence "budget reached: N of M") until it is
+/// raised or taken off. Tokens counted: input + output + cache writes
+/// ([`AgentUsage::counted`]); money: the cost of all of it at the price table's prices.
+/// Exactly one of `tokens` and `usd` is set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Budget {
-    pub tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    /// In US dollars (`--budget 5usd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd: Option<f64>,
     /// The 80 % notice was given (for this limit).
     #[serde(default)]
     pub warned: bool,
     /// It reached the limit: held until raised.
     #[serde(default)]
     pub reached: bool,
+}
+
+impl Budget {
+    pub fn new(limit: Amount) -> Budget {
+        let (tokens, usd) = match limit {
+            Amount::Tokens(n) => (Some(n), None),
+            Amount::Usd(c) => (None, Some(c)),
+        };
+        Budget {
+            tokens,
+            usd,
+            warned: false,
+            reached: false,
+        }
+    }
+
+    pub fn limit(&self) -> Amount {
+        match (self.tokens, self.usd) {
+            (Some(n), _) => Amount::Tokens(n),
+            (None, Some(c)) => Amount::Usd(c),
+            (None, None) => Amount::Tokens(0),
+        }
+    }
+
+    /// What `usage` used of it, in its unit: None when that cannot be counted — a budget in
+    /// money for a model the price table does not know.
+    pub fn used(&self, usage: &AgentUsage) -> Option<Amount> {
+        match self.limit() {
+            Amount::Tokens(_) => Some(Amount::Tokens(usage.counted())),
+            Amount::Usd(_) => usage.cost_usd.map(Amount::Usd),
+        }
+    }
+}
+
+/// An amount of tokens or money, as users write it: `12000`, `200k`, `1.5M`, `5usd`, `$2.50`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Amount {
+    Tokens(u64),
+    Usd(f64),
+}
+
+impl Amount {
+    pub fn parse(text: &str) -> Result<Amount, String> {
+        let t = text.trim();
+        let lower = t.to_ascii_lowercase();
+        let money = lower
+            .strip_suffix("usd")
+            .or_else(|| lower.strip_prefix('$'))
+            .map(str::trim);
+        match money {
+            Some(number) => {
+                let c: f64 = number.parse().map_err(|_| {
+                    format!("{text:?} is not an amount of money (examples: 5usd, $2.50)")
+                })?;
+                if !(0.0..=1e9).contains(&c) {
+                    return Err(format!("{text:?} is not an amount of money"));
+                }
+                Ok(Amount::Usd(c))
+            }
+            None => parse_tokens(t).map(Amount::Tokens),
+        }
+    }
+
+    /// How much of `limit` this is (0.0–, 1.0 = all), both in one unit; None across units.
+    pub fn share_of(&self, limit: &Amount) -> Option<f64> {
+        match (self, limit) {
+            (Amount::Tokens(n), Amount::Tokens(m)) => Some(*n as f64 / (*m).max(1) as f64),
+            (Amount::Usd(c), Amount::Usd(l)) if *l > 0.0 => Some(c / l),
+            (Amount::Usd(_), Amount::Usd(_)) => Some(f64::INFINITY),
+            _ => None,
+        }
+    }
+
+    /// As `parse` reads it back: `12000`, `5usd`.
+    pub fn as_arg(&self) -> String {
+        match self {
+            Amount::Tokens(n) => n.to_string(),
+            Amount::Usd(c) => format!("{c}usd"),
+        }
+    }
+
+    pub fn is_zero(&self) -> bool {
+        match self {
+            Amount::Tokens(n) => *n == 0,
+            Amount::Usd(c) => *c <= 0.0,
+        }
+    }
+}
+
+impl std::fmt::Display for Amount {
+    /// `12000 tokens`, `$5.00`, `$0.0123`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Amount::Tokens(n) => write!(f, "{n} tokens"),
+            Amount::Usd(c) if *c != 0.0 && *c < 1.0 => write!(f, "${c:.4}"),
+            Amount::Usd(c) => write!(f, "${c:.2}"),
+        }
+    }
 }
 
 /// A token amount as users write it: `12000`, `200k`, `1.5M` (k = 1000, M = 1,000,000).
@@ -254,13 +359,18 @@ pub fn parse_tokens(text: &str) -> Result<u64, String> {
 }
 
 /// `volee budget ID …`: what to do with an agent's budget.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BudgetChange {
     /// Raise (or set, when it has none) by this many tokens.
     Add(u64),
     /// Set to exactly this many tokens.
     Set(u64),
+    /// Raise by this much money (a budget in tokens becomes one in money: what it cost so far
+    /// and this much more).
+    AddUsd(f64),
+    /// Set to exactly this much money.
+    SetUsd(f64),
     /// No budget any more.
     Off,
 }
@@ -428,6 +538,9 @@ pub struct LaunchRequest {
     /// `--budget`: its token budget (input + output + cache writes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<u64>,
+    /// `--budget 5usd`: its budget in money (US dollars), instead of `budget`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
 }
 
 /// Where `volee restore` opens a pane: in the window named `name` (split into it when it exists
@@ -519,7 +632,7 @@ pub enum Request {
     Explain {
         id: String,
     },
-    Launch(LaunchRequest),
+    Launch(Box<LaunchRequest>),
     Hook(HookEvent),
     Stop {
         id: String,
@@ -739,6 +852,53 @@ pub enum PluginState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn amounts_are_tokens_or_money_as_users_write_them() {
+        assert_eq!(Amount::parse("200k"), Ok(Amount::Tokens(200_000)));
+        assert_eq!(Amount::parse("1.5M"), Ok(Amount::Tokens(1_500_000)));
+        assert_eq!(Amount::parse("5usd"), Ok(Amount::Usd(5.0)));
+        assert_eq!(Amount::parse(" 2.50 USD"), Ok(Amount::Usd(2.5)));
+        assert_eq!(Amount::parse("$0.75"), Ok(Amount::Usd(0.75)));
+        for bad in [
+            "", "usd", "$", "-1usd", "NaNusd", "infusd", "5eur", "lots", "$1e12",
+        ] {
+            assert!(Amount::parse(bad).is_err(), "{bad:?} was taken");
+        }
+        assert_eq!(Amount::Usd(5.0).to_string(), "$5.00");
+        assert_eq!(Amount::Usd(0.0123).to_string(), "$0.0123");
+        assert_eq!(Amount::Tokens(300).to_string(), "300 tokens");
+        assert_eq!(Amount::Usd(4.0).share_of(&Amount::Usd(5.0)), Some(0.8));
+        assert_eq!(Amount::Tokens(4).share_of(&Amount::Usd(5.0)), None);
+    }
+
+    #[test]
+    fn a_budget_in_tokens_keeps_its_json_and_one_in_money_counts_the_cost() {
+        let tokens = Budget::new(Amount::Tokens(300));
+        let json = serde_json::to_value(&tokens).unwrap_or_default();
+        assert_eq!(
+            json,
+            serde_json::json!({"tokens": 300, "warned": false, "reached": false})
+        );
+        // What a daemon of the token-only kind saved reads back.
+        let old: Budget =
+            serde_json::from_str(r#"{"tokens":300,"warned":true,"reached":false}"#).unwrap();
+        assert_eq!(old.limit(), Amount::Tokens(300));
+        let money = Budget::new(Amount::Usd(5.0));
+        assert_eq!(serde_json::to_value(&money).unwrap_or_default()["usd"], 5.0);
+        let mut usage = AgentUsage {
+            input: 100,
+            output: 20,
+            cache_read: 1000,
+            cache_write: 5,
+            ..AgentUsage::default()
+        };
+        assert_eq!(tokens.used(&usage), Some(Amount::Tokens(125)));
+        // No price for its model: a budget in money cannot be counted.
+        assert_eq!(money.used(&usage), None);
+        usage.cost_usd = Some(1.25);
+        assert_eq!(money.used(&usage), Some(Amount::Usd(1.25)));
+    }
 
     #[test]
     fn state_names_round_trip() {

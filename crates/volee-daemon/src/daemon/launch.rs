@@ -9,7 +9,7 @@ use std::pin::Pin;
 
 use nix::sys::signal::Signal;
 use volee_core::{AgentRecord, NewAgent, Observation};
-use volee_protocol::{Host, LaunchRequest, Response};
+use volee_protocol::{Amount, Host, LaunchRequest, Response};
 use volee_tmux::connection::{ControlConnection, SessionKey};
 
 use super::request_error::RequestError;
@@ -237,11 +237,11 @@ impl Daemon {
         record.typed_prompt = req.typed_prompt.clone().filter(|p| !p.is_empty());
         record.worktree = crate::worktree::linked_worktree(Path::new(&req.cwd));
         record.host_env = o.host_env.clone();
-        record.budget = req.budget.map(|tokens| volee_protocol::Budget {
-            tokens,
-            warned: false,
-            reached: false,
-        });
+        record.budget = match (req.budget, req.budget_usd) {
+            (Some(tokens), _) => Some(volee_protocol::Budget::new(Amount::Tokens(tokens))),
+            (None, Some(usd)) => Some(volee_protocol::Budget::new(Amount::Usd(usd))),
+            (None, None) => None,
+        };
         if let Some(old) = &replaced {
             // Its place, not its old server's identity: until listed on the new one, its pane
             // is never taken for one an earlier server lost.

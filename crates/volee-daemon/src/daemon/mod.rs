@@ -382,7 +382,10 @@ impl Daemon {
                     }
                 }
                 _ = tokio::time::sleep(sleep) => self.on_timer(),
-                _ = housekeeping.tick() => self.prune(),
+                _ = housekeeping.tick() => {
+                    self.prune();
+                    self.on_new_day(now_ms());
+                }
                 _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {
                     tracing::info!("SIGTERM");
                     break;

@@ -274,9 +274,9 @@ impl Daemon {
         }
         // A machine's agent is named by its address (`box:ID`): the message says where. The
         // budget's notice says what of what, not the state's evidence.
-        let evidence = match (kind, &view.budget, &view.usage) {
-            (crate::notify::Kind::Budget, Some(b), Some(u)) => {
-                format!("{} of {} tokens", u.counted(), b.tokens)
+        let evidence = match (kind, &view.budget) {
+            (crate::notify::Kind::Budget, Some(b)) => {
+                super::budget::used_text(b, view.usage.as_ref())
             }
             _ => view.evidence.clone(),
         };
@@ -386,6 +386,16 @@ impl Daemon {
             self.hosts.tmux.set_status(with_cost, &cost);
         }
         self.hosts.tmux.set_status(plain, &text);
+    }
+
+    /// Past local midnight, the status lines that show the day's spend start the new day (within
+    /// a minute: checked on the housekeeping tick, no timer of its own).
+    pub(super) fn on_new_day(&mut self, now: Millis) {
+        if let Some((day, _)) = self.notices.today {
+            if !self.notices.cost_sockets.is_empty() && day != local_day_start(now) {
+                self.notices.status_dirty = true;
+            }
+        }
     }
 
     /// What today's usage cost (USD, the known costs), read from the ledger once a day and kept

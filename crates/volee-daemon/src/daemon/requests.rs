@@ -50,7 +50,7 @@ impl Daemon {
             Request::List { all } => return self.list(all, reply),
             Request::Show { id } => self.show(&id),
             Request::Explain { id } => self.explain(&id),
-            Request::Launch(req) => return self.launch(req, reply),
+            Request::Launch(req) => return self.launch(*req, reply),
             Request::Hook(event) => {
                 self.on_hook(event);
                 Ok(Response::Ok)
