@@ -409,6 +409,8 @@ enum DaemonAction {
 
 fn main() {
     let cli = Cli::parse();
+    // Harness profiles: the built-in ones, and the user's in the config dir.
+    volee_harness::use_profiles_dir(ask::paths().config_dir.join("profiles"));
     let result = match cli.command {
         Command::Up { no_attach } => tmux_ui::up(no_attach),
         Command::Down => tmux_ui::down(),

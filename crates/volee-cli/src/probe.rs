@@ -218,31 +218,28 @@ fn run_probe(
         .as_deref()
         .zip(profile.measured)
         .is_some_and(|(v, r)| r.contains(v));
-    match volee_harness::screen_rules(profile.name, measured) {
-        Ok(rules) => match rules.classify(&screen, title.trim()) {
-            Some(m) => report.check(
-                true,
-                format!(
-                    "first screen: {} by rule {} ({:?})",
-                    m.state,
-                    m.rule,
-                    volee_view::plain_text(&m.text, 80)
-                ),
+    match volee_harness::screen_rules(profile.name, measured).classify(&screen, title.trim()) {
+        Some(m) => report.check(
+            true,
+            format!(
+                "first screen: {} by rule {} ({:?})",
+                m.state,
+                m.rule,
+                volee_view::plain_text(&m.text, 80)
             ),
-            None => report.check(
-                !dead.starts_with('1'),
-                format!(
-                    "first screen: no rule matched (pane {}); last line {:?}",
-                    if dead.starts_with('1') {
-                        format!("exited {}", dead.trim())
-                    } else {
-                        "alive".into()
-                    },
-                    volee_view::plain_text(volee_harness::last_line(&screen), 80)
-                ),
+        ),
+        None => report.check(
+            !dead.starts_with('1'),
+            format!(
+                "first screen: no rule matched (pane {}); last line {:?}",
+                if dead.starts_with('1') {
+                    format!("exited {}", dead.trim())
+                } else {
+                    "alive".into()
+                },
+                volee_view::plain_text(volee_harness::last_line(&screen), 80)
             ),
-        },
-        Err(e) => report.check(false, format!("screen rules do not load: {e}")),
+        ),
     }
     // End everything it started, by process group and server.
     for (pid, _) in &tree {

@@ -199,10 +199,7 @@ impl Screens {
         self.rules
             .entry((harness.to_string(), measured))
             .or_insert_with(|| {
-                let embedded = volee_harness::screen_rules(harness, measured).unwrap_or_else(|e| {
-                    tracing::error!("screen rules of {harness}: {e}");
-                    volee_harness::RuleSet::default()
-                });
+                let embedded = volee_harness::screen_rules(harness, measured);
                 let name = if measured { harness } else { "generic" };
                 let user = config_dir.join("rules").join(format!("{name}.toml"));
                 let Ok(text) = std::fs::read_to_string(&user) else {

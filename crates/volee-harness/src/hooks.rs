@@ -13,225 +13,18 @@ pub enum HookMeaning {
     Evidence,
 }
 
-/// One row: an event name, optionally narrowed by a payload field's value.
-struct HookRule {
-    event: &'static str,
+/// One row of a profile's `[[hook]]`s: an event, optionally narrowed by a payload field's
+/// value, and what it means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HookRule {
+    pub event: &'static str,
     /// `(field, value)`: the rule applies only when the payload's field has this value.
-    when: Option<(&'static str, &'static str)>,
-    meaning: HookMeaning,
+    pub when: Option<(&'static str, &'static str)>,
+    pub meaning: HookMeaning,
 }
-
-const fn rule(event: &'static str, meaning: HookMeaning) -> HookRule {
-    HookRule {
-        event,
-        when: None,
-        meaning,
-    }
-}
-
-const fn rule_when(
-    event: &'static str,
-    field: &'static str,
-    value: &'static str,
-    meaning: HookMeaning,
-) -> HookRule {
-    HookRule {
-        event,
-        when: Some((field, value)),
-        meaning,
-    }
-}
-
-use AgentState::{Failed, Idle, NeedsYou, Working};
-use HookMeaning::{Evidence, State};
-
-/// Claude Code 2.1.197–2.1.332 (`../shared/reference/probe/harness1-hooklogs/claude.jsonl`).
-/// Specific `Notification` rows come before the catch-all; the first matching row wins.
-const CLAUDE: &[HookRule] = &[
-    rule("UserPromptSubmit", State(Working)),
-    rule("PreToolUse", State(Working)),
-    rule("PostToolUse", State(Working)),
-    rule("PostToolUseFailure", State(Working)),
-    rule("PostToolBatch", State(Working)),
-    rule("SubagentStart", State(Working)),
-    rule("PermissionRequest", State(NeedsYou)),
-    rule("Elicitation", State(NeedsYou)),
-    rule_when(
-        "Notification",
-        "notification_type",
-        "permission_prompt",
-        State(NeedsYou),
-    ),
-    rule_when(
-        "Notification",
-        "notification_type",
-        "elicitation_dialog",
-        State(NeedsYou),
-    ),
-    rule_when(
-        "Notification",
-        "notification_type",
-        "idle_prompt",
-        State(Idle),
-    ),
-    rule("Stop", State(Idle)),
-    rule("StopFailure", State(Failed)),
-    rule("SessionStart", Evidence),
-    rule("SessionEnd", Evidence),
-];
-
-/// Codex CLI 0.171.0: no failure hook (the screen covers failed turns).
-const CODEX: &[HookRule] = &[
-    rule("UserPromptSubmit", State(Working)),
-    rule("PreToolUse", State(Working)),
-    rule("PostToolUse", State(Working)),
-    rule("PermissionRequest", State(NeedsYou)),
-    rule("Stop", State(Idle)),
-    rule("SessionStart", Evidence),
-];
-
-/// Gemini CLI 0.61.0.
-const GEMINI: &[HookRule] = &[
-    rule("BeforeAgent", State(Working)),
-    rule("BeforeModel", State(Working)),
-    rule("AfterModel", State(Working)),
-    rule("BeforeToolSelection", State(Working)),
-    rule("BeforeTool", State(Working)),
-    rule("AfterTool", State(Working)),
-    rule_when(
-        "Notification",
-        "notification_type",
-        "ToolPermission",
-        State(NeedsYou),
-    ),
-    rule("AfterAgent", State(Idle)),
-    rule("SessionStart", Evidence),
-    rule("SessionEnd", Evidence),
-];
-
-/// Qwen Code 0.24.4 (Claude-style events).
-const QWEN: &[HookRule] = &[
-    rule("UserPromptSubmit", State(Working)),
-    rule("PreToolUse", State(Working)),
-    rule("PostToolUse", State(Working)),
-    rule("PermissionRequest", State(NeedsYou)),
-    rule_when(
-        "Notification",
-        "notification_type",
-        "permission_prompt",
-        State(NeedsYou),
-    ),
-    rule_when(
-        "Notification",
-        "notification_type",
-        "idle_prompt",
-        State(Idle),
-    ),
-    rule("Stop", State(Idle)),
-    rule("StopFailure", State(Failed)),
-    rule("SessionStart", Evidence),
-    rule("SessionEnd", Evidence),
-];
-
-/// Grok Build 1.0.41. `Stop` with `reason: "shutdown"` also fires at exit: evidence only, so the
-/// agent does not flicker to idle before its exit status arrives.
-const GROK: &[HookRule] = &[
-    rule("UserPromptSubmit", State(Working)),
-    rule("PreToolUse", State(Working)),
-    rule("PostToolUse", State(Working)),
-    rule("PostToolUseFailure", State(Working)),
-    rule("SubagentStart", State(Working)),
-    rule_when(
-        "Notification",
-        "notification_type",
-        "permission_prompt",
-        State(NeedsYou),
-    ),
-    rule_when(
-        "Notification",
-        "notification_type",
-        "idle_prompt",
-        State(Idle),
-    ),
-    // Fired at exit after SessionEnd: not a turn's end; the exit status decides.
-    rule_when("Stop", "reason", "shutdown", Evidence),
-    rule("Stop", State(Idle)),
-    rule("StopCancelled", State(Idle)),
-    rule("StopFailure", State(Failed)),
-    rule("SessionStart", Evidence),
-    rule("SessionEnd", Evidence),
-];
-
-/// GitHub Copilot CLI 1.0.102, camelCase events (their payloads carry camelCase fields, except
-/// `notification`'s, which carries `notification_type` and `hook_event_name: "Notification"`).
-/// `permissionRequest` is not needs_you: it fires before the permission service decides, also
-/// when the tool is approved without asking. `errorOccurred` fires at every retry of a model
-/// call (`recoverable: true`); a turn that fails after its retries ends with no hook at all, so
-/// the screen says failed. `sessionEnd`: the exit status decides.
-const COPILOT: &[HookRule] = &[
-    rule("userPromptSubmitted", State(Working)),
-    rule("preToolUse", State(Working)),
-    rule("postToolUse", State(Working)),
-    rule("postToolUseFailure", State(Working)),
-    rule("subagentStart", State(Working)),
-    rule_when(
-        "notification",
-        "notification_type",
-        "permission_prompt",
-        State(NeedsYou),
-    ),
-    rule_when(
-        "notification",
-        "notification_type",
-        "elicitation_dialog",
-        State(NeedsYou),
-    ),
-    rule("agentStop", State(Idle)),
-    rule("errorOccurred", Evidence),
-    rule("sessionStart", Evidence),
-    rule("sessionEnd", Evidence),
-];
-
-/// volee's own agent: it reports these itself (`volee-agent`'s `AgentEvent`), so they are exact.
-const VOLEE: &[HookRule] = &[
-    rule("TurnStart", State(Working)),
-    rule("ApprovalAnswered", State(Working)),
-    rule("ApprovalAsked", State(NeedsYou)),
-    rule("TurnEnd", State(Idle)),
-    rule("TurnFailed", State(Failed)),
-    rule("SessionStart", Evidence),
-];
-
-/// Cursor Agent, from its documented hooks (not measured: not installable here). No event tells
-/// "waiting for approval" (a third party measured none fires), so needs_you comes from the screen.
-/// Every name here must be one Cursor knows: one unknown event name voids its whole hooks file.
-const CURSOR: &[HookRule] = &[
-    rule("beforeSubmitPrompt", State(Working)),
-    rule("preToolUse", State(Working)),
-    rule("postToolUse", State(Working)),
-    rule("postToolUseFailure", State(Working)),
-    rule("afterShellExecution", State(Working)),
-    rule("afterMCPExecution", State(Working)),
-    rule("subagentStart", State(Working)),
-    rule_when("stop", "status", "error", State(Failed)),
-    // `completed` or `aborted` (the user stopped the turn): the agent waits for the user.
-    rule("stop", State(Idle)),
-    rule("sessionStart", Evidence),
-    rule("sessionEnd", Evidence),
-];
 
 fn table(harness: &str) -> Option<&'static [HookRule]> {
-    Some(match harness {
-        "claude" => CLAUDE,
-        "codex" => CODEX,
-        "gemini" => GEMINI,
-        "qwen" => QWEN,
-        "grok" => GROK,
-        "copilot" => COPILOT,
-        "volee" => VOLEE,
-        "cursor" => CURSOR,
-        _ => return None,
-    })
+    crate::profile::get(harness).map(|p| p.hooks)
 }
 
 /// The events volee registers for a harness (every row's event, once).
@@ -357,6 +150,8 @@ pub fn parse_hook_spool(bytes: &[u8]) -> (Vec<HookEvent>, Vec<(usize, String)>) 
 mod tests {
     use super::*;
     use serde_json::json;
+    use AgentState::{Failed, Idle, NeedsYou, Working};
+    use HookMeaning::{Evidence, State};
 
     fn base() -> HookEvent {
         HookEvent {

@@ -2,7 +2,7 @@
 //! resume, processes, session, states (sources best first), join — plus input rules and the
 //! versions it was measured on. Facts: `docs/harnesses/<name>.md`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Versions a profile was measured on (inclusive).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -92,7 +92,7 @@ pub enum Instrumentation {
 }
 
 /// A state source, best first in [`Profile::states`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     Hooks,
@@ -218,6 +218,12 @@ pub struct Profile {
     /// How the harness gets volee's MCP server for one launch.
     pub join: &'static str,
     pub input: InputRules,
+    /// What its hook events mean, first matching row first.
+    #[serde(skip)]
+    pub hooks: &'static [crate::hooks::HookRule],
+    /// Its screen rules, compiled.
+    #[serde(skip)]
+    pub rules: &'static crate::rules::RuleSet,
 }
 
 /// Where a harness keeps its past sessions, and in which format: the session browser picks its
@@ -233,7 +239,7 @@ pub struct History {
 }
 
 /// A format of past sessions (`volee_history` has a reader for each but `None`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HistoryKind {
     /// Not read (yet): say so in the harness's page.
@@ -269,7 +275,7 @@ pub enum HistoryKind {
 
 /// Where a harness's token usage is read ([`Profile::usage`]): the daemon picks its reader from
 /// this, never from the harness's name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UsageSource {
     /// Recorded nowhere volee can read here: `usage: unknown`, never 0 (Aider's history has
@@ -284,548 +290,23 @@ pub enum UsageSource {
     SessionFile,
 }
 
-const NO_HISTORY: History = History {
-    kind: HistoryKind::None,
-    homes: &[],
-};
-
 /// The longest a submit waits for the pane to settle ([`InputRules::settle_ms`]).
 pub const SUBMIT_SETTLE_MAX_MS: u64 = 3000;
 
-const TUI_INPUT: InputRules = InputRules {
-    bracketed_paste: true,
-    enter_delay_ms: 150,
-    submit_key: "Enter",
-    interrupt_key: "Escape",
-    settle_ms: 0,
-};
-
-/// Codex's shared app-server daemon (the default since 0.171): its control socket.
-const CODEX_APP_SERVER: AppServer = AppServer {
-    home_env: "CODEX_HOME",
-    home_dir: ".codex",
-    socket: "app-server-control/app-server-control.sock",
-};
-
-/// OpenCode's own server (`opencode --help`, 1.18.33).
-const OPENCODE_SERVER: HttpServer = HttpServer {
-    port_flag: "--port",
-    hostname_flag: "--hostname",
-    prompt_flag: "--prompt",
-    session_flags: &["-s", "--session"],
-    continue_flags: &["-c", "--continue"],
-    value_flags: &[
-        "--prompt",
-        "--port",
-        "--hostname",
-        "-m",
-        "--model",
-        "-s",
-        "--session",
-        "--agent",
-        "--log-level",
-        "--mdns-domain",
-        "--cors",
-        "--replay-limit",
-    ],
-    // Subcommands that are no TUI session (`opencode --help`, 1.18.33).
-    helper_subcommands: &[
-        "completion",
-        "acp",
-        "mcp",
-        "debug",
-        "providers",
-        "auth",
-        "agent",
-        "upgrade",
-        "uninstall",
-        "serve",
-        "web",
-        "models",
-        "stats",
-        "export",
-        "import",
-        "github",
-        "session",
-        "plugin",
-        "plug",
-        "db",
-    ],
-    // Every process an OpenCode spawns carries it (measured).
-    child_marker_env: "OPENCODE_PID",
-};
-
-/// Every profile, the generic one last.
+/// Every profile: the built-in ones (`profiles/NAME.toml`, embedded), overridden or added by
+/// the user's (`$CONFIG/profiles`), the generic one last.
 pub fn profiles() -> Vec<Profile> {
-    vec![
-        Profile {
-            name: "claude",
-            display_name: "Claude Code",
-            program: "claude",
-            package: Some("@anthropic-ai/claude-code"),
-            measured: Some(VersionRange {
-                min: "2.1.197",
-                max: "2.1.332",
-            }),
-            prompt: PromptStyle::AfterDoubleDash,
-            session_id_flag: Some("--session-id"),
-            name_flag: Some("-n"),
-            model_flag: Some("--model"),
-            worktree_flag: Some("-w"),
-            launch_env: &[("DISABLE_AUTOUPDATER", "1")],
-            instrumentation: Instrumentation::SettingsFlag("--settings"),
-            resume: &["--resume", "{id}"],
-            process_names: &["claude"],
-            process_scripts: &["@anthropic-ai/claude-code/"],
-            process_helpers: &[],
-            session_sources: &[
-                "preset --session-id",
-                "hook session_id",
-                "~/.claude/sessions/<pid>.json",
-                "claude agents --json",
-            ],
-            states: &[
-                Source::Hooks,
-                Source::Listing,
-                Source::Screen,
-                Source::Activity,
-            ],
-            listing: ListingSource::StatusFile {
-                dir: ".claude/sessions",
-            },
-            history: History {
-                kind: HistoryKind::ClaudeJsonl,
-                homes: &[
-                    ("CLAUDE_CONFIG_DIR", "projects"),
-                    ("HOME", ".claude/projects"),
-                ],
-            },
+    crate::file::all().to_vec()
+}
 
-            usage: UsageSource::SessionFile,
-            join: "--mcp-config FILE (variadic: the prompt goes after --)",
-            // On a loaded machine a multi-line paste followed by Enter 150 ms later was not
-            // submitted (1 full loaded suite run in 4): submit once the pane is quiet.
-            input: InputRules {
-                settle_ms: 350,
-                ..TUI_INPUT
-            },
-        },
-        Profile {
-            name: "codex",
-            display_name: "Codex CLI",
-            program: "codex",
-            package: Some("@openai/codex"),
-            measured: Some(VersionRange {
-                min: "0.171.0",
-                max: "0.171.0",
-            }),
-            prompt: PromptStyle::Positional,
-            session_id_flag: None,
-            name_flag: None,
-            model_flag: Some("--model"),
-            worktree_flag: Some("--worktree"),
-            launch_env: &[],
-            instrumentation: Instrumentation::ConfigOverrides,
-            resume: &["resume", "{id}"],
-            process_names: &["codex"],
-            process_scripts: &["@openai/codex/"],
-            // The shared app-server daemon outlives the TUIs and is not an agent.
-            process_helpers: &["app-server"],
-            session_sources: &["hook session_id", "rollout file", "app-server thread/list"],
-            states: &[
-                Source::Hooks,
-                Source::Title,
-                Source::Screen,
-                Source::Activity,
-            ],
-            listing: ListingSource::AppServer(&CODEX_APP_SERVER),
-            history: History {
-                kind: HistoryKind::CodexRollout,
-                homes: &[("CODEX_HOME", "sessions"), ("HOME", ".codex/sessions")],
-            },
+/// The profile called `name`.
+pub fn profile(name: &str) -> Option<Profile> {
+    get(name).cloned()
+}
 
-            usage: UsageSource::SessionFile,
-            join: "-c mcp_servers.volee.command=…",
-            input: InputRules {
-                enter_delay_ms: 400,
-                ..TUI_INPUT
-            },
-        },
-        Profile {
-            name: "gemini",
-            display_name: "Gemini CLI",
-            program: "gemini",
-            package: Some("@google/gemini-cli"),
-            measured: Some(VersionRange {
-                min: "0.61.0",
-                max: "0.61.0",
-            }),
-            prompt: PromptStyle::Positional,
-            session_id_flag: Some("--session-id"),
-            name_flag: None,
-            model_flag: Some("--model"),
-            worktree_flag: Some("-w"),
-            launch_env: &[],
-            instrumentation: Instrumentation::SystemDefaultsEnv("GEMINI_CLI_SYSTEM_DEFAULTS_PATH"),
-            resume: &["--resume", "{id}"],
-            process_names: &["gemini"],
-            process_scripts: &["@google/gemini-cli/"],
-            process_helpers: &[],
-            session_sources: &[
-                "preset --session-id",
-                "hook session_id",
-                "GEMINI_SESSION_ID",
-            ],
-            states: &[
-                Source::Hooks,
-                Source::Title,
-                Source::Screen,
-                Source::Activity,
-            ],
-            listing: ListingSource::None,
-            history: History {
-                kind: HistoryKind::GeminiChats,
-                homes: &[("GEMINI_CLI_HOME", ".gemini/tmp"), ("HOME", ".gemini/tmp")],
-            },
-
-            usage: UsageSource::SessionFile,
-            join: "mcpServers in the same system-defaults file",
-            // Its slash-command list is filtered asynchronously (measured: the full list still shown
-            // 400 ms after a paste of `/quit` on a loaded machine, filtered at 500 ms).
-            input: InputRules {
-                settle_ms: 350,
-                ..TUI_INPUT
-            },
-        },
-        Profile {
-            name: "qwen",
-            display_name: "Qwen Code",
-            program: "qwen",
-            package: Some("@qwen-code/qwen-code"),
-            measured: Some(VersionRange {
-                min: "0.24.4",
-                max: "0.24.4",
-            }),
-            prompt: PromptStyle::Flag("-i"),
-            session_id_flag: Some("--session-id"),
-            name_flag: None,
-            model_flag: Some("--model"),
-            worktree_flag: Some("--worktree"),
-            launch_env: &[],
-            instrumentation: Instrumentation::SystemDefaultsEnv("QWEN_CODE_SYSTEM_DEFAULTS_PATH"),
-            resume: &["--resume", "{id}"],
-            process_names: &["qwen"],
-            process_scripts: &["@qwen-code/qwen-code/"],
-            process_helpers: &[],
-            session_sources: &[
-                "preset --session-id",
-                "hook session_id",
-                "~/.qwen/sessions/<pid>.json",
-            ],
-            states: &[
-                Source::Hooks,
-                Source::Listing,
-                Source::Title,
-                Source::Screen,
-                Source::Activity,
-            ],
-            listing: ListingSource::None,
-            history: History {
-                kind: HistoryKind::QwenJsonl,
-                homes: &[("HOME", ".qwen/projects")],
-            },
-
-            usage: UsageSource::SessionFile,
-            join: "--mcp-config FILE",
-            input: TUI_INPUT,
-        },
-        Profile {
-            name: "grok",
-            display_name: "Grok Build",
-            program: "grok",
-            package: Some("@xai-official/grok"),
-            measured: Some(VersionRange {
-                min: "1.0.41",
-                max: "1.0.41",
-            }),
-            prompt: PromptStyle::Positional,
-            session_id_flag: Some("--session-id"),
-            name_flag: None,
-            model_flag: Some("--model"),
-            worktree_flag: Some("-w"),
-            launch_env: &[],
-            instrumentation: Instrumentation::OwnHooksFile(".grok/hooks"),
-            resume: &["--resume", "{id}"],
-            process_names: &["grok"],
-            process_scripts: &["@xai-official/grok/"],
-            process_helpers: &[],
-            session_sources: &[
-                "preset --session-id",
-                "hook sessionId",
-                "~/.grok/active_sessions.json",
-            ],
-            states: &[
-                Source::Hooks,
-                Source::Listing,
-                Source::Title,
-                Source::Screen,
-                Source::Activity,
-            ],
-            listing: ListingSource::None,
-            history: History {
-                kind: HistoryKind::GrokChat,
-                homes: &[("GROK_HOME", "sessions"), ("HOME", ".grok/sessions")],
-            },
-
-            usage: UsageSource::SessionFile,
-            join: "no per-launch flag (config.toml)",
-            // Grok's guide: Esc never cancels a running turn, Ctrl+C does.
-            input: InputRules {
-                interrupt_key: "C-c",
-                ..TUI_INPUT
-            },
-        },
-        copilot_profile(),
-        Profile {
-            name: "aider",
-            display_name: "Aider",
-            program: "aider",
-            package: Some("aider-chat (PyPI)"),
-            measured: Some(VersionRange {
-                min: "0.86.2",
-                max: "0.86.2",
-            }),
-            // `--message` processes one message and exits: the prompt is typed at its `>`.
-            prompt: PromptStyle::Typed,
-            session_id_flag: None,
-            name_flag: None,
-            model_flag: Some("--model"),
-            worktree_flag: None,
-            // No update check at start (it would reach the network and print).
-            launch_env: &[("AIDER_CHECK_UPDATE", "false")],
-            // No hooks, no server, no listing: the screen (and a bell the user's own
-            // `--notifications` may ring) tells its states.
-            instrumentation: Instrumentation::None,
-            // No session id: the chat history file of the working directory is the session.
-            resume: &["--restore-chat-history"],
-            // comm is the script name via its shebang; exe is python.
-            process_names: &["aider"],
-            process_scripts: &[],
-            process_helpers: &[],
-            session_sources: &["none (.aider.chat.history.md in the git root)"],
-            states: &[Source::Screen, Source::Activity],
-            listing: ListingSource::None,
-            // In each project (its git root): the roots are the project directories volee has seen.
-            history: History {
-                kind: HistoryKind::AiderMarkdown,
-                homes: &[],
-            },
-
-            usage: UsageSource::Unknown,
-            join: "none (no MCP in 0.86.2)",
-            // prompt_toolkit takes a bracketed paste; Esc does not stop a reply, Ctrl-C does.
-            input: InputRules {
-                interrupt_key: "C-c",
-                ..TUI_INPUT
-            },
-        },
-        Profile {
-            name: "amp",
-            display_name: "Amp",
-            program: "amp",
-            package: Some("@ampcode/cli"),
-            // The newest version whose Linux binary is in the registry; measured to startup
-            // only (Amp talks to its vendor's servers alone).
-            measured: Some(VersionRange {
-                min: "0.0.1790142911",
-                max: "0.0.1790142911",
-            }),
-            prompt: PromptStyle::Unsupported,
-            session_id_flag: None,
-            name_flag: None,
-            model_flag: None,
-            worktree_flag: None,
-            launch_env: &[],
-            // Its plugins could report events, but their delivery could not be verified.
-            instrumentation: Instrumentation::None,
-            resume: &["threads", "continue", "{id}"],
-            process_names: &["amp"],
-            process_scripts: &[],
-            // The plugin runtime is the same executable.
-            process_helpers: &["plugin-runtime.ts"],
-            session_sources: &["none measured (thread ids T-… come from Amp's servers)"],
-            states: &[Source::Screen, Source::Activity],
-            listing: ListingSource::None,
-            history: NO_HISTORY,
-
-            usage: UsageSource::Unknown,
-            join: "--mcp-config JSON",
-            input: InputRules {
-                interrupt_key: "Escape",
-                ..TUI_INPUT
-            },
-        },
-        Profile {
-            name: "cursor",
-            display_name: "Cursor Agent",
-            program: "cursor-agent",
-            package: None,
-            // Not installable here: documented flags and hooks only, never measured.
-            measured: None,
-            prompt: PromptStyle::Positional,
-            // `--resume <uuid>` with an unused uuid starts a chat under that id (third-party
-            // measurement): not used until measured.
-            session_id_flag: None,
-            name_flag: None,
-            model_flag: Some("--model"),
-            worktree_flag: Some("--worktree"),
-            launch_env: &[],
-            instrumentation: Instrumentation::UserOptIn(".cursor/hooks.json"),
-            resume: &["--resume", "{id}"],
-            // Its bundled node runs under the name of the symlink that started it (`agent` or
-            // `cursor-agent`); the script path tells it from other programs called `agent`.
-            process_names: &["cursor-agent"],
-            process_scripts: &["cursor-agent/versions/"],
-            process_helpers: &[],
-            session_sources: &["hook conversation_id (after volee setup cursor)"],
-            states: &[Source::Hooks, Source::Screen, Source::Activity],
-            listing: ListingSource::None,
-            history: NO_HISTORY,
-
-            usage: UsageSource::Unknown,
-            join: "none per launch (~/.cursor/mcp.json plus approval)",
-            input: TUI_INPUT,
-        },
-        Profile {
-            name: "opencode",
-            display_name: "OpenCode",
-            program: "opencode",
-            package: Some("opencode-ai"),
-            measured: Some(VersionRange {
-                min: "1.18.33",
-                max: "1.18.33",
-            }),
-            // A new session submits it at once; a resumed one (`-s`) ignores it, so the daemon
-            // hands it over through the TUI server (docs/harnesses/opencode.md).
-            prompt: PromptStyle::Flag("--prompt"),
-            session_id_flag: None,
-            name_flag: None,
-            model_flag: Some("-m"),
-            worktree_flag: None,
-            launch_env: &[("OPENCODE_DISABLE_AUTOUPDATE", "1")],
-            instrumentation: Instrumentation::ServerPort("--port"),
-            resume: &["-s", "{id}"],
-            // One native (Bun-compiled) process; its children carry OPENCODE_PID and non-TUI
-            // subcommands are no agents (both left out by discovery: `OPENCODE_SERVER`).
-            process_names: &["opencode"],
-            process_scripts: &["opencode-ai/"],
-            process_helpers: &[],
-            session_sources: &[
-                "server session.created / session.status (GET /event)",
-                "resume -s ses_…",
-                "opencode session list --format json",
-            ],
-            states: &[Source::Listing, Source::Screen, Source::Activity],
-            listing: ListingSource::HttpServer(&OPENCODE_SERVER),
-            history: History {
-                kind: HistoryKind::OpencodeDb,
-                homes: &[
-                    ("XDG_DATA_HOME", "opencode"),
-                    ("HOME", ".local/share/opencode"),
-                ],
-            },
-
-            usage: UsageSource::Server,
-            join: "mcp in OPENCODE_CONFIG_CONTENT (per launch; not used by volee yet)",
-            // On a loaded machine the Enter 150 ms after a pasted `/exit` came while its `/` popup
-            // was still being drawn and was lost (the text stayed in the input with the popup
-            // open; 1 run in 4 with two busy processes): submit once the pane is quiet.
-            input: InputRules {
-                settle_ms: 350,
-                ..TUI_INPUT
-            },
-        },
-        Profile {
-            name: "volee",
-            display_name: "volee's own agent",
-            program: "volee",
-            package: None,
-            // Its own version: the agent and this profile ship together.
-            measured: Some(VersionRange {
-                min: env!("CARGO_PKG_VERSION"),
-                max: env!("CARGO_PKG_VERSION"),
-            }),
-            prompt: PromptStyle::Flag("--first-prompt"),
-            session_id_flag: None,
-            name_flag: None,
-            model_flag: Some("--model"),
-            worktree_flag: None,
-            launch_env: &[],
-            instrumentation: Instrumentation::BuiltIn,
-            resume: &["agent", "--resume", "{id}"],
-            // `volee` is also the daemon, hooks and every CLI command: a process name cannot tell
-            // the agent apart, so only launched agents are known (docs/harnesses/volee.md).
-            process_names: &[],
-            process_scripts: &[],
-            process_helpers: &[],
-            session_sources: &["SessionStart event session_id (the store's session id)"],
-            states: &[Source::Hooks, Source::Activity],
-            listing: ListingSource::None,
-            history: History {
-                kind: HistoryKind::VoleeStore,
-                // The store (docs/store.md): `volee agent --memory-dir` moves it for one run only.
-                homes: &[
-                    ("VOLEE_HOME", "data/sessions"),
-                    ("XDG_DATA_HOME", "volee/sessions"),
-                    ("HOME", ".local/share/volee/sessions"),
-                ],
-            },
-
-            usage: UsageSource::SessionFile,
-            join: "none",
-            input: InputRules {
-                // A pasted prompt of several lines is one prompt: the pane turns bracketed-paste
-                // mode on and reads a paste whole.
-                bracketed_paste: true,
-                enter_delay_ms: 0,
-                submit_key: "Enter",
-                interrupt_key: "C-c",
-                settle_ms: 0,
-            },
-        },
-        Profile {
-            name: "generic",
-            display_name: "any command line",
-            program: "",
-            package: None,
-            measured: None,
-            prompt: PromptStyle::Positional,
-            session_id_flag: None,
-            name_flag: None,
-            model_flag: None,
-            worktree_flag: None,
-            launch_env: &[],
-            instrumentation: Instrumentation::None,
-            resume: &[],
-            process_names: &[],
-            process_scripts: &[],
-            process_helpers: &[],
-            session_sources: &[],
-            states: &[Source::Screen, Source::Activity],
-            listing: ListingSource::None,
-            history: NO_HISTORY,
-
-            usage: UsageSource::Unknown,
-            join: "none",
-            input: InputRules {
-                bracketed_paste: false,
-                enter_delay_ms: 0,
-                submit_key: "Enter",
-                interrupt_key: "C-c",
-                settle_ms: 0,
-            },
-        },
-    ]
+/// The profile called `name`, borrowed.
+pub fn get(name: &str) -> Option<&'static Profile> {
+    crate::file::all().iter().find(|p| p.name == name)
 }
 
 impl Profile {
@@ -838,70 +319,6 @@ impl Profile {
             None => format!("npm install -g {pkg}@{}", range.max),
         })
     }
-}
-
-/// GitHub Copilot CLI (`@github/copilot`): `copilot` is a node loader (`npm-loader.js`) that
-/// runs the native binary (`@github/copilot-linux-x64/copilot`, `comm` `MainThread`), where the
-/// session runs. Facts: `docs/harnesses/copilot.md`.
-fn copilot_profile() -> Profile {
-    Profile {
-        name: "copilot",
-        display_name: "GitHub Copilot CLI",
-        program: "copilot",
-        package: Some("@github/copilot"),
-        measured: Some(VersionRange {
-            min: "1.0.102",
-            max: "1.0.102",
-        }),
-        // `-i PROMPT` starts the interactive session with a first prompt; `-p` would run headless.
-        prompt: PromptStyle::Flag("-i"),
-        session_id_flag: Some("--session-id"),
-        name_flag: Some("-n"),
-        model_flag: Some("--model"),
-        // Its `--worktree` is hidden behind the feature flag CLI_WORKTREE (not in --help).
-        worktree_flag: None,
-        // Same as `--no-auto-update` (`copilot help environment`).
-        launch_env: &[("COPILOT_AUTO_UPDATE", "false")],
-        instrumentation: Instrumentation::OwnHooksFile(".copilot/hooks"),
-        resume: &["--resume={id}"],
-        // Both processes are called `copilot` in their argv (the loader's script `.bin/copilot`,
-        // the native binary's path); its `comm` is `MainThread`, so argv decides. The native one
-        // is the innermost. Helpers (MCP servers, hook commands, the bundled `rg`/`tgrep`) have
-        // other names. At start the native binary runs itself once as `copilot --binary-version`
-        // (cwd its package directory) for a few milliseconds: a helper, never an agent.
-        process_names: &["copilot"],
-        process_scripts: &["@github/copilot/"],
-        process_helpers: &["--binary-version"],
-        session_sources: &[
-            "preset --session-id",
-            "hook sessionId",
-            "~/.copilot/session-state/<id>/inuse.<pid>.hold (held open) and inuse.<pid>.lock",
-        ],
-        states: &[Source::Hooks, Source::Screen, Source::Activity],
-        listing: ListingSource::None,
-        history: History {
-            kind: HistoryKind::CopilotEvents,
-            homes: &[
-                ("COPILOT_HOME", "session-state"),
-                ("HOME", ".copilot/session-state"),
-            ],
-        },
-
-        usage: UsageSource::SessionFile,
-        join: "--additional-mcp-config @FILE",
-        // One Ctrl+C cancels a running turn ("Operation cancelled by user"); one Esc does not
-        // (the footer says "esc esc"). At an idle prompt one Ctrl+C only shows "ctrl+c again to
-        // exit".
-        input: InputRules {
-            interrupt_key: "C-c",
-            ..TUI_INPUT
-        },
-    }
-}
-
-/// The profile called `name`.
-pub fn profile(name: &str) -> Option<Profile> {
-    profiles().into_iter().find(|p| p.name == name)
 }
 
 #[cfg(test)]

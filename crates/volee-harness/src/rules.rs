@@ -21,7 +21,7 @@
 //! any input, and every pattern is compiled once, when the file is loaded.
 
 use regex::Regex;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use volee_protocol::AgentState;
 
 /// The most lines a `last_lines` rule may read.
@@ -43,29 +43,30 @@ pub enum Region {
     Title,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
-enum RegionKind {
+pub enum RegionKind {
     LastLine,
     LastLines,
     Screen,
     Title,
 }
 
-#[derive(Debug, Deserialize)]
+/// One `[[rule]]` as written.
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct RuleSpec {
-    id: String,
-    region: RegionKind,
-    #[serde(default)]
-    lines: Option<usize>,
+pub struct RuleSpec {
+    pub id: String,
+    pub region: RegionKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<usize>,
     #[serde(rename = "match")]
-    pattern: String,
-    #[serde(default, rename = "not_match")]
-    not_pattern: Option<String>,
-    state: AgentState,
+    pub pattern: String,
+    #[serde(default, rename = "not_match", skip_serializing_if = "Option::is_none")]
+    pub not_pattern: Option<String>,
+    pub state: AgentState,
     #[serde(default)]
-    priority: i32,
+    pub priority: i32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -128,6 +129,8 @@ pub struct RuleMatch {
 /// A rules file that could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum RulesError {
+    #[error("{origin}: {message}")]
+    Profile { origin: String, message: String },
     #[error("rules file {origin} is not valid TOML")]
     Toml {
         origin: String,
@@ -157,6 +160,19 @@ pub enum RulesError {
     DuplicateId { origin: String, id: String },
 }
 
+impl RulesError {
+    /// The rule it is about, when it is about one.
+    pub fn rule_id(&self) -> Option<&str> {
+        match self {
+            RulesError::Pattern { id, .. }
+            | RulesError::State { id, .. }
+            | RulesError::Lines { id, .. }
+            | RulesError::DuplicateId { id, .. } => Some(id),
+            RulesError::Toml { .. } | RulesError::Profile { .. } => None,
+        }
+    }
+}
+
 /// A set of rules, ordered by priority (highest first, ties in file order); the first that fires
 /// wins.
 #[derive(Debug, Clone, Default)]
@@ -173,8 +189,13 @@ impl RuleSet {
             origin: origin.into(),
             source,
         })?;
-        let mut rules: Vec<ScreenRule> = Vec::with_capacity(file.rule.len());
-        for spec in file.rule {
+        RuleSet::from_specs(file.rule, origin)
+    }
+
+    /// Compile rules as written (a profile file's `[[rule]]`s).
+    pub fn from_specs(specs: Vec<RuleSpec>, origin: &str) -> Result<RuleSet, RulesError> {
+        let mut rules: Vec<ScreenRule> = Vec::with_capacity(specs.len());
+        for spec in specs {
             if rules.iter().any(|r| r.id == spec.id) {
                 return Err(RulesError::DuplicateId {
                     origin: origin.into(),
@@ -213,6 +234,30 @@ impl RuleSet {
             .max()
             .unwrap_or(0);
         RuleSet { rules, tail_lines }
+    }
+
+    /// The rules as written, in the order they are tried.
+    pub fn specs(&self) -> Vec<RuleSpec> {
+        self.rules
+            .iter()
+            .map(|r| {
+                let (region, lines) = match r.region {
+                    Region::LastLine => (RegionKind::LastLine, None),
+                    Region::LastLines(n) => (RegionKind::LastLines, Some(n)),
+                    Region::Screen => (RegionKind::Screen, None),
+                    Region::Title => (RegionKind::Title, None),
+                };
+                RuleSpec {
+                    id: r.id.clone(),
+                    region,
+                    lines,
+                    pattern: r.pattern().to_string(),
+                    not_pattern: r.not_pattern().map(str::to_string),
+                    state: r.state,
+                    priority: r.priority,
+                }
+            })
+            .collect()
     }
 
     /// The rules in the order they are tried.
@@ -397,22 +442,13 @@ fn evidence(pattern: &Regex, text: &str) -> String {
         .collect()
 }
 
-/// The embedded screen rules of a harness profile (the TOML text), None when volee has none.
-/// Names are the profile names: `claude`, `codex`, `gemini`, `qwen`, `grok`, `generic`.
-pub fn rules_for(harness: &str) -> Option<&'static str> {
-    match harness {
-        "claude" => Some(include_str!("../rules/claude.toml")),
-        "codex" => Some(include_str!("../rules/codex.toml")),
-        "gemini" => Some(include_str!("../rules/gemini.toml")),
-        "qwen" => Some(include_str!("../rules/qwen.toml")),
-        "grok" => Some(include_str!("../rules/grok.toml")),
-        "aider" => Some(include_str!("../rules/aider.toml")),
-        "amp" => Some(include_str!("../rules/amp.toml")),
-        "copilot" => Some(include_str!("../rules/copilot.toml")),
-        "opencode" => Some(include_str!("../rules/opencode.toml")),
-        "generic" => Some(include_str!("../rules/generic.toml")),
-        _ => None,
-    }
+/// The built-in profile file of a harness (the TOML text, with its screen rules and the
+/// comments that cite their captures), None when volee has none.
+pub fn profile_text(harness: &str) -> Option<&'static str> {
+    crate::file::BUILT_IN
+        .iter()
+        .find(|(name, _)| *name == harness)
+        .map(|(_, text)| *text)
 }
 
 /// The harness profiles that have their own embedded screen rules (`generic` excluded).
@@ -425,8 +461,10 @@ mod tests {
     use super::*;
 
     fn classify(screen: &str) -> Option<String> {
-        let rules =
-            RuleSet::from_toml(crate::GENERIC_RULES, "generic.toml").expect("rules compile");
+        let rules = crate::profile::get("generic")
+            .expect("generic")
+            .rules
+            .clone();
         rules.classify(screen, "").map(|m| m.rule)
     }
 
@@ -639,11 +677,14 @@ priority = 5
     }
 
     #[test]
-    fn every_embedded_file_compiles() {
+    fn every_harness_with_rules_has_them_in_its_profile() {
         for name in HARNESSES_WITH_RULES.iter().chain(&["generic"]) {
-            let text = rules_for(name).expect("embedded");
-            RuleSet::from_toml(text, name).expect("compiles");
+            let p = crate::profile::get(name).expect("profile");
+            assert!(!p.rules.rules().is_empty(), "{name}");
         }
-        assert_eq!(rules_for("cursor"), None);
+        // Cursor (never measured) and volee's own agent have none: the generic ones apply.
+        for name in ["cursor", "volee"] {
+            assert!(crate::profile::get(name).unwrap().rules.rules().is_empty());
+        }
     }
 }

@@ -56,8 +56,6 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the generic profile's rules do not load")]
-    Rules(#[source] volee_harness::RulesError),
     /// The runtime (or state) directory, or a file in it, is not the user's own.
     #[error("volee's directories are not safe to use")]
     Paths(#[source] crate::paths::PathError),
@@ -193,8 +191,18 @@ pub async fn run(paths: Paths, config: Config) -> Result<(), DaemonError> {
         source: std::io::Error::other(e.to_string()),
     })?;
 
-    // Fail early and clearly if an embedded rules file does not compile.
-    volee_harness::screen_rules("generic", false).map_err(DaemonError::Rules)?;
+    // The profiles, read once: a user's file that cannot be used is skipped, saying why.
+    for problem in volee_harness::file::problems() {
+        tracing::warn!("profile skipped: {problem}");
+    }
+    for (name, path, overrides) in volee_harness::file::user_files() {
+        let how = if *overrides {
+            "overrides the built-in one"
+        } else {
+            "adds a harness"
+        };
+        tracing::info!("profile {name} from {}: {how}", path.display());
+    }
     let (tx, rx) = mpsc::unbounded_channel();
     let (conn_tx, conn_rx) = mpsc::unbounded_channel();
     crate::session_retention::spawn_daily(paths.data_dir.join("sessions"), &config.sessions);

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use volee_harness::rules::{rules_for, HARNESSES_WITH_RULES};
+use volee_harness::rules::{profile_text, HARNESSES_WITH_RULES};
 
 use crate::support::{all_rules, fixtures_dir, load_fixtures};
 
@@ -75,11 +75,11 @@ fn every_rules_file_names_its_harness_version_first() {
         ("aider", "0.86.2"),
         ("amp", "0.0.1790142911"),
     ] {
-        let text = rules_for(harness).expect("embedded");
+        let text = profile_text(harness).expect("embedded");
         let first = text.lines().next().unwrap_or("");
         assert!(
             first.starts_with("# ") && first.contains("measured on") && text.contains(version),
-            "rules/{harness}.toml must start with a comment naming the measured versions"
+            "profiles/{harness}.toml must start with a comment naming the measured versions"
         );
     }
 }
@@ -87,7 +87,7 @@ fn every_rules_file_names_its_harness_version_first() {
 #[test]
 fn every_rule_cites_a_capture_or_the_reference() {
     for harness in HARNESSES_WITH_RULES {
-        let text = rules_for(harness).expect("embedded");
+        let text = profile_text(harness).expect("embedded");
         // The comment block right above each [[rule]].
         let mut comment = String::new();
         for line in text.lines() {
@@ -97,7 +97,7 @@ fn every_rule_cites_a_capture_or_the_reference() {
             } else if line.trim() == "[[rule]]" {
                 assert!(
                     comment.contains(&format!("{harness}-")) || comment.contains("grok-build-"),
-                    "rules/{harness}.toml: a rule without a capture cited above it:\n{comment}"
+                    "profiles/{harness}.toml: a rule without a capture cited above it:\n{comment}"
                 );
                 comment.clear();
             } else if line.trim().is_empty() {

@@ -1,6 +1,5 @@
 //! A user rules file over the embedded ones: same id replaces, new ids add.
 
-use volee_harness::rules::rules_for;
 use volee_harness::RuleSet;
 use volee_protocol::AgentState;
 
@@ -8,7 +7,7 @@ use crate::support::load_fixtures;
 
 #[test]
 fn a_user_file_replaces_rules_by_id_and_adds_new_ones() {
-    let base = RuleSet::from_toml(rules_for("claude").expect("claude"), "claude.toml").unwrap();
+    let base = volee_harness::get("claude").expect("claude").rules.clone();
     let user = RuleSet::from_toml(
         r#"
 # Turn the idle footer off (a pattern that cannot match) and add a rule of my own.

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use volee_harness::rules::{rules_for, HARNESSES_WITH_RULES};
+use volee_harness::rules::HARNESSES_WITH_RULES;
 use volee_harness::RuleSet;
 use volee_protocol::AgentState;
 
@@ -122,10 +122,8 @@ pub fn all_rules() -> BTreeMap<&'static str, RuleSet> {
         .iter()
         .chain(&["generic"])
         .map(|&h| {
-            let text = rules_for(h).unwrap_or_else(|| panic!("no embedded rules for {h}"));
-            let set = RuleSet::from_toml(text, &format!("rules/{h}.toml"))
-                .unwrap_or_else(|e| panic!("rules/{h}.toml: {e}"));
-            (h, set)
+            let profile = volee_harness::get(h).unwrap_or_else(|| panic!("no profile {h}"));
+            (h, profile.rules.clone())
         })
         .collect()
 }
