@@ -15,6 +15,7 @@ mod mcp;
 mod notify;
 mod own_agent;
 mod planted;
+mod profiles;
 mod push;
 mod remote;
 mod remote_cli;

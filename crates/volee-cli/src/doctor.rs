@@ -90,6 +90,31 @@ fn checks() -> Vec<Check> {
         }
         Err(e) => check(Level::Missing, "tmux", "not installed".into(), e.hint()),
     });
+    // The user's profile files: those in use, and those skipped with why.
+    for (name, path, overrides) in volee_harness::file::user_files() {
+        let how = if *overrides {
+            "overrides the built-in one"
+        } else {
+            "adds a harness"
+        };
+        checks.push(check(
+            Level::Ok,
+            "profile",
+            format!("{name}: {} ({how})", path.display()),
+            None,
+        ));
+    }
+    for problem in volee_harness::file::problems() {
+        checks.push(check(
+            Level::Warn,
+            "profile",
+            format!("skipped: {problem}"),
+            Some(format!(
+                "volee profiles check {}",
+                volee_view::sh_quote(&problem.origin)
+            )),
+        ));
+    }
     // tmux-resurrect (and tmux-continuum, which runs its restore): in the caller's tmux server
     // when one runs, else where TPM installs plugins.
     let socket = crate::caller::tmux_socket(None);

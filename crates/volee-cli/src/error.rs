@@ -425,6 +425,12 @@ pub fn unknown_harness(name: &str) -> CliError {
     ))
 }
 
+/// `volee profiles check`: some files have problems (each printed above).
+pub fn bad_profiles(bad: usize, of: usize) -> CliError {
+    CliError::user(format!("{bad} of {of} profile files cannot be used"))
+        .hint("the format: docs/profiles.md; the profile in effect: volee profiles show NAME")
+}
+
 /// `--budget` for a harness whose usage volee cannot read: it could not be kept.
 pub fn budget_unkept(profile: &Profile, limit: volee_protocol::Amount) -> CliError {
     CliError::user(format!(

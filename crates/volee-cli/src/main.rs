@@ -279,8 +279,18 @@ volee restore --all --into-resurrect: a resurrect restore brings the agents back
         /// The harness profile's name (see `volee profiles`).
         harness: String,
     },
-    /// The harness profiles and the versions they were measured on.
+    /// The harness profiles and the versions they were measured on; `check` a profile file,
+    /// `show` the one in effect.
+    #[command(after_help = "Examples:
+  volee profiles                          every harness, its measured versions and state sources
+  volee profiles check ~/.config/volee/profiles/pi.toml
+  volee profiles show claude --toml       the profile in effect, as a file says it
+
+A profile file in the config dir's profiles/ (NAME.toml) overrides the built-in profile of that
+name or adds a harness (docs/profiles.md).")]
     Profiles {
+        #[command(subcommand)]
+        action: Option<ProfilesAction>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -402,6 +412,26 @@ volee restore --all --into-resurrect: a resurrect restore brings the agents back
 }
 
 #[derive(Subcommand)]
+enum ProfilesAction {
+    /// Check profile files: unknown keys, bad patterns, templates with unknown fields, each
+    /// with its line; exit 2 when one has a problem.
+    Check {
+        #[arg(required = true)]
+        files: Vec<std::path::PathBuf>,
+    },
+    /// The profile in effect for a harness (built-in, or the user's file over it).
+    Show {
+        name: String,
+        /// As a profile file (the default).
+        #[arg(long, conflicts_with = "json")]
+        toml: bool,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum DaemonAction {
     /// Stop the running daemon (agents keep running and are found again on the next start).
     Stop,
@@ -455,7 +485,15 @@ fn main() {
             wait,
             raw,
         } => send::send(&id, &text, raw, std::time::Duration::from_secs(wait)),
-        Command::Profiles { json } => profiles::profiles(json),
+        Command::Profiles { action, json } => match action {
+            None => profiles::profiles(json),
+            Some(ProfilesAction::Check { files }) => profiles::check(&files),
+            Some(ProfilesAction::Show {
+                name,
+                toml: _,
+                json,
+            }) => profiles::show(&name, json),
+        },
         Command::Doctor => doctor::doctor(),
         Command::Probe { harness } => probe::probe(&harness),
         Command::Hook { harness, event } => hook::hook(&harness, &event),

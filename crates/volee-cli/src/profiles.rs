@@ -1,9 +1,70 @@
-//! `volee profiles [--json]`: the harness profiles and the versions they were measured on.
+//! `volee profiles [--json]`: the harness profiles and the versions they were measured on;
+//! `volee profiles check FILE…` and `volee profiles show NAME [--toml|--json]`.
+
+use std::path::PathBuf;
 
 use volee_harness::Instrumentation;
 
-use crate::error::CliResult;
+use crate::error::{self, CliResult};
 use crate::output::{json, out};
+
+/// `volee profiles check FILE…`: each file parsed and checked as a user profile; every problem
+/// on its own line (`FILE:LINE: problem`).
+pub fn check(files: &[PathBuf]) -> CliResult {
+    let mut bad = 0;
+    let mut text = String::new();
+    for path in files {
+        match volee_harness::file::read_file(path) {
+            Ok(p) => {
+                let over = if volee_harness::file::BUILT_IN
+                    .iter()
+                    .any(|(name, _)| *name == p.name)
+                {
+                    "overrides the built-in profile"
+                } else {
+                    "a new harness"
+                };
+                text.push_str(&format!(
+                    "{}: ok — {} ({over}): {} hook rows, {} screen rules\n",
+                    path.display(),
+                    p.name,
+                    p.hooks.len(),
+                    p.rules.rules().len()
+                ));
+            }
+            Err(problems) => {
+                bad += 1;
+                for problem in problems {
+                    eprintln!("{problem}");
+                }
+            }
+        }
+    }
+    out(&text);
+    match bad {
+        0 => Ok(()),
+        n => Err(error::bad_profiles(n, files.len())),
+    }
+}
+
+/// `volee profiles show NAME`: the profile in effect, as a profile file (or JSON).
+pub fn show(name: &str, as_json: bool) -> CliResult {
+    let Some(p) = volee_harness::get(name) else {
+        return Err(error::unknown_harness(name));
+    };
+    if as_json {
+        return json(&volee_harness::file::to_file(p));
+    }
+    let from = match volee_harness::file::user_files()
+        .iter()
+        .find(|(n, _, _)| n == name)
+    {
+        Some((_, path, _)) => format!("# from {}\n", path.display()),
+        None => format!("# built in (profiles/{name}.toml)\n"),
+    };
+    out(&format!("{from}{}", volee_harness::file::to_toml(p)));
+    Ok(())
+}
 
 pub fn profiles(as_json: bool) -> CliResult {
     let all = volee_harness::profiles();
@@ -53,6 +114,17 @@ pub fn profiles(as_json: bool) -> CliResult {
             hooks,
             states.join(", ")
         ));
+    }
+    for (name, path, overrides) in volee_harness::file::user_files() {
+        let how = if *overrides {
+            "overrides the built-in one"
+        } else {
+            "adds a harness"
+        };
+        text.push_str(&format!("\n{name}: {} ({how})", path.display()));
+    }
+    for problem in volee_harness::file::problems() {
+        text.push_str(&format!("\nskipped: {problem}"));
     }
     out(&text);
     Ok(())

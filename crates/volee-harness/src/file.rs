@@ -1006,3 +1006,175 @@ pub fn problems() -> &'static [Problem] {
 pub fn user_files() -> &'static [(String, PathBuf, bool)] {
     &loaded().user
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_profile_parses_and_reads_back_from_its_toml() {
+        for (name, text) in BUILT_IN {
+            let p = parse(text, name).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+            assert_eq!(p.name, *name);
+            // What `profiles show NAME --toml` prints is a profile file that means the same.
+            let again = parse(&to_toml(&p), name).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+            assert_eq!(
+                serde_json::to_value(&p).unwrap(),
+                serde_json::to_value(&again).unwrap(),
+                "{name}"
+            );
+            assert_eq!(p.hooks, again.hooks, "{name}");
+            assert_eq!(
+                serde_json::to_value(p.rules.specs()).unwrap(),
+                serde_json::to_value(again.rules.specs()).unwrap(),
+                "{name}"
+            );
+        }
+        assert_eq!(all().last().map(|p| p.name), Some("generic"));
+    }
+
+    const MINIMAL: &str = r#"name = "shout"
+display_name = "Shout"
+program = "shout"
+measured = { min = "1.0.0", max = "1.0.0" }
+
+[launch]
+prompt = { style = "positional" }
+
+[resume]
+args = ["--resume", "{id}"]
+
+[states]
+sources = ["screen", "activity"]
+
+[[rule]]
+id = "shout.ask"
+region = "last_line"
+match = '''^Continue\? \[y/n\]$'''
+state = "needs_you"
+priority = 100
+"#;
+
+    #[test]
+    fn a_minimal_profile_takes_the_defaults() {
+        let p = parse(MINIMAL, "shout.toml").unwrap();
+        assert_eq!(p.name, "shout");
+        assert_eq!(p.usage, UsageSource::Unknown);
+        assert_eq!(p.input.submit_key, "Enter");
+        assert_eq!(p.input.interrupt_key, "Escape");
+        assert_eq!(p.instrumentation, Instrumentation::None);
+        assert_eq!(p.resume, ["--resume", "{id}"]);
+        let m = p.rules.classify("working…\nContinue? [y/n]\n", "").unwrap();
+        assert_eq!(
+            (m.rule.as_str(), m.state),
+            ("shout.ask", AgentState::NeedsYou)
+        );
+    }
+
+    /// Twenty broken files, each refused with the line of its problem.
+    #[test]
+    fn broken_profiles_are_refused_with_their_line() {
+        let with = |old: &str, new: &str| {
+            assert!(MINIMAL.contains(old), "{old}");
+            MINIMAL.replacen(old, new, 1)
+        };
+        let cases: Vec<(String, usize, &str)> = vec![
+            (with("program = \"shout\"", "programme = \"shout\""), 3, "unknown field"),
+            (with("[launch]", "[lunch]"), 6, "unknown field"),
+            (with("style = \"positional\"", "style = \"shouted\""), 7, "unknown variant"),
+            (with("args = [", "argz = ["), 10, "unknown field"),
+            (with("{id}", "{session}"), 10, "{session}"),
+            (with("{id}", "{id"), 10, "unclosed"),
+            (with("\"screen\", ", "\"screen\", \"smell\", "), 13, "unknown variant"),
+            (with("region = \"last_line\"", "region = \"middle\""), 17, "unknown variant"),
+            (with("^Continue", "^(Continue"), 16, "invalid pattern"),
+            (with("state = \"needs_you\"", "state = \"done\""), 16, "may only say"),
+            (with("state = \"needs_you\"", "state = \"asleep\""), 19, "unknown variant"),
+            (with("priority = 100", "priority = \"high\""), 20, "invalid type"),
+            (with("name = \"shout\"", "name = \"Shout It\""), 1, "lower-case"),
+            (with("program = \"shout\"", "program = \"\""), 3, "program is empty"),
+            (with("min = \"1.0.0\"", "min = \"one\""), 4, "no dotted version"),
+            (
+                with("[launch]\n", "[launch]\ninstrumentation = { kind = \"settings_flag\" }\n"),
+                7,
+                "needs a name",
+            ),
+            (
+                with("[launch]\n", "usage = \"server\"\n[launch]\n"),
+                6,
+                "usage \"server\" needs",
+            ),
+            (with("sources = [\"screen\", \"activity\"]", "sources = []"), 12, "is empty"),
+            (
+                format!("{MINIMAL}\n[[rule]]\nid = \"shout.ask\"\nregion = \"screen\"\nmatch = 'x'\nstate = \"idle\"\n"),
+                23,
+                "appears twice",
+            ),
+            (with("[launch]\n", "[launch]\nprompt = { style = \"typed\" }\n"), 8, "duplicate key"),
+        ];
+        assert_eq!(cases.len(), 20);
+        for (text, line, says) in cases {
+            let problems = parse(&text, "shout.toml").expect_err(&text);
+            let p = &problems[0];
+            assert_eq!(p.line, Some(line), "{p}\n---\n{text}");
+            assert!(p.to_string().contains(says), "{p}, want {says:?}");
+            assert!(
+                p.to_string().starts_with(&format!("shout.toml:{line}: ")),
+                "{p}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_user_file_overrides_a_built_in_rule_by_id_or_adds_a_harness() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        // A copy of the built-in Claude profile with one rule changed (by its id).
+        let claude = crate::profile::get("claude").unwrap();
+        let mut file = to_file(claude);
+        let footer = file
+            .rule
+            .iter_mut()
+            .find(|r| r.id == "claude.working-footer")
+            .unwrap();
+        footer.pattern = r"(?m)^  shouting$".into();
+        let path = dir.path().join("claude.toml");
+        std::fs::write(&path, toml::to_string(&file).unwrap()).unwrap();
+        std::fs::write(dir.path().join("shout.toml"), MINIMAL).unwrap();
+        // Not read: a symlink, a file writable by others, a file named after another harness.
+        std::os::unix::fs::symlink(dir.path().join("shout.toml"), dir.path().join("link.toml"))
+            .unwrap();
+        let loose = dir.path().join("loose.toml");
+        std::fs::write(&loose, MINIMAL.replace("\"shout\"", "\"loose\"")).unwrap();
+        std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o666)).unwrap();
+        std::fs::write(dir.path().join("other.toml"), MINIMAL).unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "not a profile").unwrap();
+
+        let read: BTreeMap<String, Result<Profile, Vec<Problem>>> = read_dir(dir.path())
+            .into_iter()
+            .map(|(p, r)| (p.file_name().unwrap().to_string_lossy().into_owned(), r))
+            .collect();
+        assert_eq!(read.len(), 5, "{:?}", read.keys());
+        let mine = read["claude.toml"].as_ref().unwrap();
+        let rule = mine.rules.rule("claude.working-footer").unwrap();
+        assert_eq!(rule.pattern(), r"(?m)^  shouting$");
+        assert_eq!(mine.rules.rules().len(), claude.rules.rules().len());
+        assert!(mine
+            .rules
+            .classify("x\n  shouting\n", "")
+            .is_some_and(|m| m.rule == "claude.working-footer"));
+        assert_eq!(read["shout.toml"].as_ref().unwrap().name, "shout");
+        let why = |f: &str| read[f].as_ref().unwrap_err()[0].message.clone();
+        assert!(
+            why("link.toml").contains("not a regular file"),
+            "{}",
+            why("link.toml")
+        );
+        assert!(
+            why("loose.toml").contains("writable by others"),
+            "{}",
+            why("loose.toml")
+        );
+        assert!(why("other.toml").contains("name a profile file after its harness"));
+    }
+}
