@@ -33,6 +33,23 @@ fn output_bell_silence_and_exits_map_to_states() {
     assert_eq!(bad_view["evidence"], "exit 3");
     let bell_view = env.agent(&beller);
     assert_eq!(bell_view["evidence"], "bell");
+    // Why, for a script: failed and needs_you carry a reason, the other states null.
+    assert_eq!(bad_view["reason"], "exit_nonzero");
+    assert_eq!(bell_view["reason"], "bell");
+    assert_eq!(ok_view["reason"], serde_json::Value::Null);
+    assert!(env.ok(["ls"]).contains("needs_you:bell"));
+    // `wait --until STATE:REASON`: reached with that reason; another reason is exit 5.
+    assert_eq!(
+        env.ok(["wait", &bad, "--until", "failed:exit_nonzero"]),
+        "failed"
+    );
+    let other = env.run(["wait", &bad, "--until", "failed:usage_limit"]);
+    assert_eq!(other.status.code(), Some(5), "{other:?}");
+    let said = String::from_utf8_lossy(&other.stderr);
+    assert!(said.contains("failed:exit_nonzero"), "{said}");
+    let wrong = env.run(["wait", &bad, "--until", "failed:bell"]);
+    assert_eq!(wrong.status.code(), Some(2), "{wrong:?}");
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("reasons for failed"));
     assert_eq!(bell_view["host"]["kind"], "tmux");
     assert_eq!(bell_view["host"]["session"], "main");
 
@@ -117,6 +134,9 @@ fn killed_process_fails_and_killed_pane_stops() {
         view["evidence"].as_str().unwrap().contains("signal 9"),
         "{view}"
     );
+    // A plain command has no hooks to end its session with: a kill is a kill.
+    assert_eq!(view["reason"], "killed", "{view}");
+    assert_eq!(env.agent(&doomed_pane)["reason"], serde_json::Value::Null);
 
     let pane = env.agent(&doomed_pane)["host"]["pane"]
         .as_str()

@@ -474,7 +474,7 @@ fn draw(f: &mut ratatui::Frame, app: &mut App, index: &Index) {
     let items: Vec<ListItem> = app
         .shown
         .iter()
-        // A TOKENS column where it leaves the title room.
+        // The reasons and a TOKENS column where they leave the title room.
         .map(|&i| ListItem::new(row_line(&app.rows[i], now, app.color, parts[0].width >= 64)))
         .collect();
     let title = match (&app.searching, app.filter.is_empty()) {
@@ -552,9 +552,11 @@ fn draw(f: &mut ratatui::Frame, app: &mut App, index: &Index) {
     f.render_widget(Paragraph::new(status), bottom);
 }
 
-fn row_line(row: &Row, now: u64, color: bool, tokens: bool) -> Line<'static> {
+/// One row of the list; `wide`: room for the state's reason and a TOKENS column.
+fn row_line(row: &Row, now: u64, color: bool, wide: bool) -> Line<'static> {
+    let state_width = if wide { 14 } else { 10 };
     let column = |t: String| {
-        if tokens {
+        if wide {
             format!(" {t:>6}")
         } else {
             String::new()
@@ -583,7 +585,10 @@ fn row_line(row: &Row, now: u64, color: bool, tokens: bool) -> Line<'static> {
                     .map_or("-".into(), |u| volee_view::tokens_short(u.counted())),
             );
             Line::from(vec![
-                Span::styled(format!("● {:<10}", volee_view::state_text(a)), style(c)),
+                Span::styled(
+                    format!("● {:<state_width$}", volee_view::state_text(a)),
+                    style(c),
+                ),
                 Span::raw(format!(
                     " {:<10} {:<8}{tokens} {}",
                     volee_view::machine_name_text(a, 10),
@@ -608,7 +613,7 @@ fn row_line(row: &Row, now: u64, color: bool, tokens: bool) -> Line<'static> {
                 volee_view::tokens_short(u.input + u.output + u.cache_write)
             }));
             Line::from(vec![
-                Span::styled(format!("  {age:<10}"), style(Color::DarkGray)),
+                Span::styled(format!("  {age:<state_width$}"), style(Color::DarkGray)),
                 Span::raw(format!(
                     " {:<10} {:<8}{tokens} {}",
                     s.id.chars().take(8).collect::<String>(),
@@ -905,7 +910,10 @@ mod tests {
         agent.title = Some("compiling".into());
         let line = row_line(&Row::Live(Box::new(agent.clone())), 0, false, true);
         let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
-        assert_eq!(text, "● working?   box:build  codex         - compiling");
+        assert_eq!(
+            text,
+            "● working?       box:build  codex         - compiling"
+        );
         // Its usage, as a budget counts it (cache reads are not).
         agent.usage = Some(volee_protocol::AgentUsage {
             input: 12_000,
@@ -916,7 +924,10 @@ mod tests {
         });
         let line = row_line(&Row::Live(Box::new(agent)), 0, false, true);
         let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
-        assert_eq!(text, "● working?   box:build  codex     12.3k compiling");
+        assert_eq!(
+            text,
+            "● working?       box:build  codex     12.3k compiling"
+        );
     }
 
     /// A past session shows the tokens its file recorded, in its row and its preview.
@@ -971,6 +982,7 @@ mod tests {
             state_source: volee_protocol::StateSource::Process,
             state_since: "2026-12-04T10:00:00Z".into(),
             evidence: "process".into(),
+            reason: None,
             exit_status: None,
             pid: Some(1),
             cwd: "/tmp/work".into(),

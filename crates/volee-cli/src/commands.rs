@@ -54,10 +54,40 @@ pub fn explain(id: &str, as_json: bool) -> CliResult {
     }
 }
 
-fn parse_states(text: &str) -> CliResult<Vec<AgentState>> {
+/// What `volee wait --until` waits for: a state, perhaps with its reason (`failed:usage_limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    pub state: AgentState,
+    pub reason: Option<volee_protocol::Reason>,
+}
+
+impl Target {
+    /// `needs_you`, `failed:usage_limit`.
+    pub fn parse(text: &str) -> CliResult<Target> {
+        let (state, reason) = match text.split_once(':') {
+            Some((s, r)) => (s, Some(r)),
+            None => (text, None),
+        };
+        let state = AgentState::parse(state).ok_or_else(|| error::unknown_state(state))?;
+        let reason = match reason {
+            None => None,
+            Some(r) => match volee_protocol::Reason::parse(r) {
+                Some(r) if r.state() == state => Some(r),
+                _ => return Err(error::unknown_reason(state, r)),
+            },
+        };
+        Ok(Target { state, reason })
+    }
+
+    fn reached_by(&self, agent: &AgentView) -> bool {
+        agent.state == self.state && self.reason.is_none_or(|r| agent.reason == Some(r))
+    }
+}
+
+fn parse_states(text: &str) -> CliResult<Vec<Target>> {
     text.split(',')
         .filter(|s| !s.trim().is_empty())
-        .map(|s| AgentState::parse(s).ok_or_else(|| error::unknown_state(s)))
+        .map(|s| Target::parse(s.trim()))
         .collect::<CliResult<Vec<_>>>()
         .and_then(|v| {
             if v.is_empty() {
@@ -127,23 +157,47 @@ pub fn wait(id: &str, until: &str, timeout: Option<f64>) -> CliResult {
 pub fn wait_for(
     id: &str,
     until: &str,
-    states: &[AgentState],
+    states: &[Target],
     timeout: Option<Duration>,
 ) -> CliResult<(String, CliResult)> {
+    let reached = |a: &AgentView| states.iter().any(|t| t.reached_by(a));
+    // Failed for another reason than the one waited for: that failure is the answer (a turn
+    // that failed does not go on failing differently by itself).
+    let failed_otherwise = |a: &AgentView| {
+        a.state == AgentState::Failed
+            && states
+                .iter()
+                .any(|t| t.state == AgentState::Failed && t.reason.is_some())
+    };
     let (hit, last) = follow(id, timeout, |a| {
-        a.reachable && (states.contains(&a.state) || a.state.is_final())
+        a.reachable && (reached(a) || a.state.is_final() || failed_otherwise(a))
     })?;
+    let said = |a: &AgentView| match a.reason {
+        Some(r) if matches!(a.state, AgentState::Failed | AgentState::NeedsYou) => {
+            format!("{}:{r}", a.state)
+        }
+        _ => a.state.to_string(),
+    };
     Ok(match (hit, last) {
-        (Some(agent), _) if states.contains(&agent.state) => (agent.state.to_string(), Ok(())),
+        // The state alone is printed (scripts compare it); the reason is in messages and JSON.
+        (Some(agent), _) if reached(&agent) => (agent.state.to_string(), Ok(())),
         (Some(agent), _) => (
             agent.state.to_string(),
             Err(CliError::new(
                 Exit::Unreachable,
-                format!(
-                    "agent {} ended as {} and can no longer reach {until}",
-                    volee_view::address_text(&agent, 64),
-                    agent.state
-                ),
+                if agent.state.is_final() {
+                    format!(
+                        "agent {} ended as {} and can no longer reach {until}",
+                        volee_view::address_text(&agent, 64),
+                        said(&agent)
+                    )
+                } else {
+                    format!(
+                        "agent {} is {}, not {until}",
+                        volee_view::address_text(&agent, 64),
+                        said(&agent)
+                    )
+                },
             )),
         ),
         (None, last) => {

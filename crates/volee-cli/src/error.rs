@@ -15,7 +15,7 @@ use std::path::Path;
 
 use volee_daemon::persist::PersistError;
 use volee_harness::Profile;
-use volee_protocol::{AgentView, ErrorKind, Response};
+use volee_protocol::{AgentState, AgentView, ErrorKind, Response};
 
 /// Exit codes of the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -462,6 +462,20 @@ pub fn harness_not_installed(profile: &Profile) -> CliError {
 pub fn unknown_state(name: &str) -> CliError {
     CliError::user(format!("unknown state {name:?}"))
         .hint("states: working, needs_you, idle, done, failed, stopped")
+}
+
+/// `--until STATE:REASON` with a reason that is not one of that state's.
+pub fn unknown_reason(state: AgentState, name: &str) -> CliError {
+    let reasons: Vec<&str> = volee_protocol::Reason::ALL
+        .iter()
+        .filter(|r| r.state() == state)
+        .map(|r| r.as_str())
+        .collect();
+    CliError::user(format!("{name:?} is not a reason for {state}")).hint(if reasons.is_empty() {
+        format!("{state} has no reasons: wait for {state} alone")
+    } else {
+        format!("reasons for {state}: {}", reasons.join(", "))
+    })
 }
 
 /// The agent has ended, or its pane is gone (`what` says which, after "agent ID (NAME) ").

@@ -133,12 +133,15 @@ there; a file in volee's export format comes in with --import FILE."
     #[command(after_help = "Examples:
   volee wait k3f9 --until needs_you,idle          block until it needs you or ends its turn
   volee wait fix-auth --until done,failed --timeout 600
+  volee wait k3f9 --until failed:usage_limit     exit 5 if it fails for another reason
   volee wait k3f9 --until needs_you && volee attach k3f9")]
     Wait {
         /// The agent: its id, a unique prefix of it, or its name.
         id: String,
-        /// States to wait for, comma-separated (working, needs_you, idle, done, failed, stopped).
-        #[arg(long, value_name = "STATE[,STATE…]")]
+        /// States to wait for, comma-separated (working, needs_you, idle, done, failed, stopped),
+        /// each perhaps with its reason (failed:usage_limit, needs_you:permission; see `volee
+        /// explain`).
+        #[arg(long, value_name = "STATE[:REASON][,…]")]
         until: String,
         /// Give up after this many seconds (exit 1).
         #[arg(long, value_name = "SECS")]
@@ -416,11 +419,13 @@ enum ProfilesAction {
     /// Check profile files: unknown keys, bad patterns, templates with unknown fields, each
     /// with its line; exit 2 when one has a problem.
     Check {
+        /// Profile files (`NAME.toml`, named after the harness they describe).
         #[arg(required = true)]
         files: Vec<std::path::PathBuf>,
     },
     /// The profile in effect for a harness (built-in, or the user's file over it).
     Show {
+        /// The harness (see `volee profiles`).
         name: String,
         /// As a profile file (the default).
         #[arg(long, conflicts_with = "json")]

@@ -210,7 +210,7 @@ impl VoleeMcp {
         blocking(move || {
             let mut states = Vec::new();
             for s in &args.states {
-                states.push(AgentState::parse(s.trim()).ok_or_else(|| error::unknown_state(s))?);
+                states.push(crate::commands::Target::parse(s.trim())?);
             }
             if states.is_empty() {
                 return Err(CliError::user("states names no state to wait for"));

@@ -4,7 +4,7 @@
 //! `volee explain` can replay the decision exactly.
 
 use serde::{Deserialize, Serialize};
-use volee_protocol::{AgentState, StateSource};
+use volee_protocol::{AgentState, Reason, StateSource};
 
 /// Epoch milliseconds.
 pub type Millis = u64;
@@ -35,6 +35,9 @@ pub struct PromptMatch {
     /// The state the rule means (older registries only held prompts).
     #[serde(default = "needs_you")]
     pub state: AgentState,
+    /// Why, as the rule says (`reason = "usage_limit"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
 }
 
 fn needs_you() -> AgentState {
@@ -48,6 +51,9 @@ pub struct HookSignal {
     /// The harness's event name (`PermissionRequest`).
     pub event: String,
     pub state: AgentState,
+    /// Why, as the profile's hook row (or the listing) says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
 }
 
 /// How the agent's process ended, as the multiplexer reported it.
@@ -87,6 +93,14 @@ pub struct Signals {
     /// The daemon stopped during its launch, before the pane got its command: it never ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch_interrupted: Option<Millis>,
+    /// A hook that ends the session came (`SessionEnd`): a process that dies after it did not
+    /// die silently.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_end: Option<Millis>,
+    /// Its hooks work and its profile has one that ends the session: dying without it is dying
+    /// silently.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expects_session_end: bool,
     /// Its usage reached its budget: volee interrupted its turn and holds it (`needs_you`)
     /// until the budget is raised or taken off; when, and what it used of what.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -106,6 +120,9 @@ pub struct Decision {
     pub rule: String,
     /// When the decision may change without a new observation (working → idle).
     pub recheck_at: Option<Millis>,
+    /// Why, for `failed` and `needs_you` (None for the other states).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
 }
 
 /// Exit status and signal of a dead process, as `exit_status` in the agent object shows them
@@ -134,6 +151,7 @@ pub fn decide(signals: &Signals, created: Millis, now: Millis, cfg: &ArbiterConf
                    its turn and types nothing more until `volee budget ID +AMOUNT` or `off`"
                 .into(),
             recheck_at: None,
+            reason: Some(Reason::Budget),
         };
     }
     // Hooks and the harness's status file both report turn boundaries: the newer one counts
@@ -183,6 +201,7 @@ pub fn decide(signals: &Signals, created: Millis, now: Millis, cfg: &ArbiterConf
                 evidence: "bell".into(),
                 rule: "the pane rang the bell after its last output; new output clears it".into(),
                 recheck_at: None,
+                reason: Some(Reason::Bell),
             }
         }
         (None, Some(p)) => return prompt_decision(p),
@@ -206,6 +225,7 @@ pub fn decide(signals: &Signals, created: Millis, now: Millis, cfg: &ArbiterConf
             evidence: evidence.into(),
             rule: format!("{rule} ({} ms)", cfg.working_window_ms),
             recheck_at: Some(quiet_at),
+            reason: None,
         }
     } else {
         Decision {
@@ -218,6 +238,7 @@ pub fn decide(signals: &Signals, created: Millis, now: Millis, cfg: &ArbiterConf
                 cfg.working_window_ms
             ),
             recheck_at: None,
+            reason: None,
         }
     }
 }
@@ -230,6 +251,7 @@ fn prompt_decision(p: &PromptMatch) -> Decision {
         evidence: format!("rule {}: {:?}", p.rule, p.text),
         rule: "the screen shows a known prompt; new output clears it".into(),
         recheck_at: None,
+        reason: reason_for(AgentState::NeedsYou, p.reason),
     }
 }
 
@@ -241,6 +263,7 @@ fn screen_decision(p: &PromptMatch) -> Decision {
         evidence: format!("rule {}: {:?}", p.rule, p.text),
         rule: format!("screen rule {} says {}", p.rule, p.state),
         recheck_at: None,
+        reason: reason_for(p.state, p.reason),
     }
 }
 
@@ -267,6 +290,7 @@ fn decide_hooked(signals: &Signals, hook: &HookSignal, source: StateSource) -> D
             evidence: "bell".into(),
             rule: "the pane rang the bell after the last hook event".into(),
             recheck_at: None,
+            reason: Some(Reason::Bell),
         };
     }
     if let Some(p) = screen {
@@ -297,6 +321,7 @@ fn decide_hooked(signals: &Signals, hook: &HookSignal, source: StateSource) -> D
         evidence,
         rule,
         recheck_at: None,
+        reason: reason_for(hook.state, hook.reason),
     }
 }
 
@@ -311,6 +336,7 @@ fn decide_final(signals: &Signals) -> Option<Decision> {
             evidence: "launch interrupted".into(),
             rule: "the volee daemon stopped during the launch, before the command started".into(),
             recheck_at: None,
+            reason: Some(Reason::CrashedSilently),
         });
     }
     if let Some(stop) = signals.stop_requested {
@@ -326,30 +352,44 @@ fn decide_final(signals: &Signals) -> Option<Decision> {
                 evidence: "volee stop".into(),
                 rule: "ended through volee stop".into(),
                 recheck_at: None,
+                reason: None,
             });
         }
     }
     if let Some(exit) = &signals.exit {
-        let (state, evidence, rule) = match (exit.status, exit.signal) {
+        // A harness that reports hooks says when its session ends: dying without that, it died
+        // silently (a crash, SIGKILL, the OOM killer).
+        let silent = signals.expects_session_end && signals.session_end.is_none();
+        let (state, evidence, rule, reason) = match (exit.status, exit.signal) {
+            (_, Some(sig)) if silent => (
+                AgentState::Failed,
+                format!("killed by signal {sig}, no session-end hook"),
+                "killed by a signal volee did not send, and its harness never said its session ended",
+                Reason::CrashedSilently,
+            ),
             (_, Some(sig)) => (
                 AgentState::Failed,
                 format!("killed by signal {sig}"),
                 "killed by a signal volee did not send",
+                Reason::Killed,
             ),
             (Some(0), None) => (
                 AgentState::Done,
                 "exit 0".to_string(),
                 "the process exited with status 0",
+                Reason::ExitNonzero,
             ),
             (Some(code), None) => (
                 AgentState::Failed,
                 format!("exit {code}"),
                 "the process exited with a non-zero status",
+                Reason::ExitNonzero,
             ),
             (None, None) => (
                 AgentState::Failed,
                 "exit (status unknown)".to_string(),
                 "the process ended and its status could not be read",
+                Reason::CrashedSilently,
             ),
         };
         return Some(Decision {
@@ -359,6 +399,7 @@ fn decide_final(signals: &Signals) -> Option<Decision> {
             evidence,
             rule: rule.into(),
             recheck_at: None,
+            reason: reason_for(state, Some(reason)),
         });
     }
     if let Some(gone) = signals.process_gone {
@@ -370,6 +411,7 @@ fn decide_final(signals: &Signals) -> Option<Decision> {
             rule: "the discovered process ended; volee did not start it, so its exit status is unknown"
                 .into(),
             recheck_at: None,
+            reason: None,
         });
     }
     if let Some(gone) = signals.pane_gone {
@@ -380,6 +422,7 @@ fn decide_final(signals: &Signals) -> Option<Decision> {
             evidence: "pane closed".into(),
             rule: "its pane or window was killed before the process reported an exit".into(),
             recheck_at: None,
+            reason: None,
         });
     }
     if let Some(lost) = signals.host_lost {
@@ -390,9 +433,28 @@ fn decide_final(signals: &Signals) -> Option<Decision> {
             evidence: "tmux server gone".into(),
             rule: "its multiplexer server is no longer running".into(),
             recheck_at: None,
+            reason: None,
         });
     }
     None
+}
+
+/// The reason a decision for `state` carries: the one its evidence gave, or the default of the
+/// state (a prompt is a question, a failed turn an API error); none for other states.
+fn reason_for(state: AgentState, given: Option<Reason>) -> Option<Reason> {
+    match state {
+        AgentState::NeedsYou => Some(
+            given
+                .filter(|r| r.state() == AgentState::NeedsYou)
+                .unwrap_or(Reason::Question),
+        ),
+        AgentState::Failed => Some(
+            given
+                .filter(|r| r.state() == AgentState::Failed)
+                .unwrap_or(Reason::ApiError),
+        ),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -449,6 +511,7 @@ mod tests {
         let s = Signals {
             last_output: Some(5000),
             prompt: Some(PromptMatch {
+                reason: None,
                 at: 5200,
                 rule: "generic.yes-no".into(),
                 text: "Continue? [y/N]".into(),
@@ -467,6 +530,7 @@ mod tests {
         let s = Signals {
             last_output: Some(6000),
             prompt: Some(PromptMatch {
+                reason: None,
                 at: 5200,
                 rule: "generic.yes-no".into(),
                 text: "x".into(),
@@ -540,10 +604,85 @@ mod tests {
 
     fn hook(at: Millis, event: &str, state: AgentState) -> Option<HookSignal> {
         Some(HookSignal {
+            reason: None,
             at,
             event: event.into(),
             state,
         })
+    }
+
+    /// `failed` and `needs_you` carry why; the other states none.
+    #[test]
+    fn reasons_come_from_the_evidence_or_the_states_default() {
+        use Reason::*;
+        let reason = |s: &Signals| decide(s, 0, 100_000, &CFG).reason;
+        assert_eq!(reason(&Signals::default()), None, "idle has none");
+        let bell = Signals {
+            last_output: Some(10),
+            last_bell: Some(20),
+            ..Signals::default()
+        };
+        assert_eq!(reason(&bell), Some(Bell));
+        let screen = |state, given| Signals {
+            prompt: Some(PromptMatch {
+                at: 30,
+                rule: "x.y".into(),
+                text: "t".into(),
+                state,
+                reason: given,
+            }),
+            ..Signals::default()
+        };
+        assert_eq!(reason(&screen(AgentState::NeedsYou, None)), Some(Question));
+        assert_eq!(
+            reason(&screen(AgentState::NeedsYou, Some(Permission))),
+            Some(Permission)
+        );
+        assert_eq!(reason(&screen(AgentState::Failed, None)), Some(ApiError));
+        assert_eq!(
+            reason(&screen(AgentState::Failed, Some(UsageLimit))),
+            Some(UsageLimit)
+        );
+        // A reason of the other state is not taken.
+        assert_eq!(
+            reason(&screen(AgentState::Failed, Some(Login))),
+            Some(ApiError)
+        );
+        assert_eq!(reason(&screen(AgentState::Idle, Some(Login))), None);
+        let mut hooked = Signals {
+            hook: Some(HookSignal {
+                at: 40,
+                event: "PermissionRequest".into(),
+                state: AgentState::NeedsYou,
+                reason: Some(Permission),
+            }),
+            ..Signals::default()
+        };
+        assert_eq!(reason(&hooked), Some(Permission));
+        hooked.budget_hold = Some((50, "budget reached: 9 of 5 tokens".into()));
+        assert_eq!(reason(&hooked), Some(Budget));
+        // Endings.
+        let exit = |status, signal| ExitFact {
+            at: 60,
+            status,
+            signal,
+        };
+        let mut ended = Signals {
+            exit: Some(exit(Some(3), None)),
+            ..Signals::default()
+        };
+        assert_eq!(reason(&ended), Some(ExitNonzero));
+        ended.exit = Some(exit(Some(0), None));
+        assert_eq!(reason(&ended), None, "done has none");
+        ended.exit = Some(exit(None, Some(9)));
+        assert_eq!(reason(&ended), Some(Killed), "no hooks: a kill is a kill");
+        // A harness whose hooks work and that has a session-end hook: dead without it is silent.
+        ended.expects_session_end = true;
+        let d = decide(&ended, 0, 100_000, &CFG);
+        assert_eq!(d.reason, Some(CrashedSilently));
+        assert!(d.evidence.contains("no session-end hook"), "{}", d.evidence);
+        ended.session_end = Some(55);
+        assert_eq!(reason(&ended), Some(Killed));
     }
 
     #[test]
@@ -565,6 +704,7 @@ mod tests {
         let s = Signals {
             hook: hook(5000, "UserPromptSubmit", AgentState::Working),
             prompt: Some(PromptMatch {
+                reason: None,
                 at: 6000,
                 rule: "claude.api-error".into(),
                 text: "API Error".into(),
@@ -586,6 +726,7 @@ mod tests {
         let s = Signals {
             last_output: Some(5000),
             prompt: Some(PromptMatch {
+                reason: None,
                 at: 5300,
                 rule: "codex.title-working".into(),
                 text: "⠏ task | codex".into(),
@@ -602,6 +743,7 @@ mod tests {
         let cfg = ArbiterConfig::default();
         let prompt = |at, state| {
             Some(PromptMatch {
+                reason: None,
                 at,
                 rule: "x.spinner".into(),
                 text: String::new(),

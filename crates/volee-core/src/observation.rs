@@ -44,6 +44,11 @@ pub enum Observation {
     /// Its usage reached its budget (`evidence`: what of what), or — None — the budget was
     /// raised or taken off.
     Budget { at: Millis, hold: Option<String> },
+    /// A hook that ends the session (its profile's row says `ends_session`).
+    SessionEnd { at: Millis },
+    /// A hook came from a harness whose profile has a session-ending one: its death without
+    /// that hook is silent.
+    ExpectsSessionEnd { at: Millis },
 }
 
 impl Observation {
@@ -77,6 +82,8 @@ impl Observation {
             | Observation::HostLost { at }
             | Observation::StopRequested { at }
             | Observation::LaunchInterrupted { at }
+            | Observation::SessionEnd { at }
+            | Observation::ExpectsSessionEnd { at }
             | Observation::Budget { at, .. } => *at,
             Observation::Screen(p) => p.at,
             Observation::Hook(h) | Observation::Listing(h) | Observation::ListingPoll(h) => h.at,
@@ -145,6 +152,10 @@ impl Signals {
             Observation::ProcessGone { at } => first(&mut self.process_gone, at),
             Observation::HostLost { at } => first(&mut self.host_lost, at),
             Observation::LaunchInterrupted { at } => first(&mut self.launch_interrupted, at),
+            Observation::SessionEnd { at } => first(&mut self.session_end, at),
+            Observation::ExpectsSessionEnd { .. } => {
+                !std::mem::replace(&mut self.expects_session_end, true)
+            }
             Observation::StopRequested { at } => newest(&mut self.stop_requested, at),
             Observation::Budget { at, hold } => {
                 let new = hold.map(|evidence| (at, evidence));
@@ -182,10 +193,21 @@ fn first<T>(slot: &mut Option<T>, value: T) -> bool {
 
 /// What a listing answered when asked: `state`, with its evidence.
 pub fn listing_poll(at: Millis, event: impl Into<String>, state: AgentState) -> Observation {
+    listing_poll_because(at, event, state, None)
+}
+
+/// What a listing answered when asked, with why (an OpenCode session error's kind).
+pub fn listing_poll_because(
+    at: Millis,
+    event: impl Into<String>,
+    state: AgentState,
+    reason: Option<volee_protocol::Reason>,
+) -> Observation {
     Observation::ListingPoll(HookSignal {
         at,
         event: event.into(),
         state,
+        reason,
     })
 }
 
@@ -196,6 +218,7 @@ mod tests {
 
     fn hook(at: Millis, event: &str, state: AgentState) -> Observation {
         Observation::Hook(HookSignal {
+            reason: None,
             at,
             event: event.into(),
             state,
@@ -229,6 +252,7 @@ mod tests {
         let mut s = Signals::default();
         let written = |at| {
             Observation::Listing(HookSignal {
+                reason: None,
                 at,
                 event: "status working".into(),
                 state: Working,
@@ -268,6 +292,7 @@ mod tests {
         let mut s = Signals::default();
         let screen = |at, rule: &str| {
             Observation::Screen(PromptMatch {
+                reason: None,
                 at,
                 rule: rule.into(),
                 text: "x".into(),

@@ -180,6 +180,7 @@ impl AgentRecord {
             state_source: self.decision.source,
             state_since: rfc3339(self.state_since),
             evidence: self.decision.evidence.clone(),
+            reason: self.decision.reason,
             exit_status: self.signals.exit.as_ref().and_then(exit_status_of),
             pid: host_pid,
             cwd: self.cwd.clone(),

@@ -188,6 +188,7 @@ impl Screens {
             rule: m.rule,
             text: m.text,
             state: m.state,
+            reason: m.reason,
         }))
     }
 

@@ -315,6 +315,13 @@ pub struct Hook {
     /// `working`, `needs_you`, `idle`, `failed`, or `evidence` (identity only; the exit status
     /// decides done or failed).
     pub state: HookState,
+    /// Why the state (`needs_you`: permission, question, login; `failed`: api_error, auth,
+    /// usage_limit, network).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<volee_protocol::Reason>,
+    /// The event ends the session: a process that dies after it did not die silently.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ends_session: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -504,6 +511,22 @@ pub fn parse(text: &str, origin: &str) -> Result<Profile, Vec<Problem>> {
             ));
         }
     }
+    for h in &file.hook {
+        let state = match h.state {
+            HookState::NeedsYou => Some(AgentState::NeedsYou),
+            HookState::Failed => Some(AgentState::Failed),
+            _ => None,
+        };
+        if let Some(r) = h.reason.filter(|r| Some(r.state()) != state) {
+            problems.push(problem(
+                line_of(text, &format!("\"{}\"", h.event), 1),
+                format!(
+                    "hook {}: reason {r} is not one for state {:?}",
+                    h.event, h.state
+                ),
+            ));
+        }
+    }
     // The screen rules: each compiled, problems with the line of the rule's id.
     let rules = match RuleSet::from_specs(file.rule.clone(), origin) {
         Ok(r) => Some(r),
@@ -647,6 +670,8 @@ fn into_profile(f: ProfileFile, rules: RuleSet) -> Profile {
         .map(|h| HookRule {
             event: keep(h.event),
             when: h.when.map(|w| (keep(w.field), keep(w.value))),
+            reason: h.reason,
+            ends_session: h.ends_session,
             meaning: match h.state {
                 HookState::Working => HookMeaning::State(AgentState::Working),
                 HookState::NeedsYou => HookMeaning::State(AgentState::NeedsYou),
@@ -816,6 +841,8 @@ pub fn to_file(p: &Profile) -> ProfileFile {
                     field: f.into(),
                     value: v.into(),
                 }),
+                reason: h.reason,
+                ends_session: h.ends_session,
                 state: match h.meaning {
                     HookMeaning::State(AgentState::Working) => HookState::Working,
                     HookMeaning::State(AgentState::NeedsYou) => HookState::NeedsYou,

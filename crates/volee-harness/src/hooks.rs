@@ -21,6 +21,11 @@ pub struct HookRule {
     /// `(field, value)`: the rule applies only when the payload's field has this value.
     pub when: Option<(&'static str, &'static str)>,
     pub meaning: HookMeaning,
+    /// Why the state, when the row says (`reason = "permission"`).
+    pub reason: Option<volee_protocol::Reason>,
+    /// The event ends the session (`SessionEnd`): a process that dies after it did not die
+    /// silently.
+    pub ends_session: bool,
 }
 
 fn table(harness: &str) -> Option<&'static [HookRule]> {
@@ -44,17 +49,22 @@ pub fn hook_meaning(
     event: &str,
     payload: &serde_json::Value,
 ) -> Option<HookMeaning> {
-    table(harness)?
-        .iter()
-        .find(|r| {
-            r.event == event
-                && r.when.is_none_or(|(field, value)| {
-                    payload.get(field).and_then(|v| v.as_str()) == Some(value)
-                        || payload.get(camel(field).as_str()).and_then(|v| v.as_str())
-                            == Some(value)
-                })
-        })
-        .map(|r| r.meaning)
+    hook_row(harness, event, payload).map(|r| r.meaning)
+}
+
+/// The profile's first `[[hook]]` row that `event` of `harness` with its JSON payload matches.
+pub fn hook_row(
+    harness: &str,
+    event: &str,
+    payload: &serde_json::Value,
+) -> Option<&'static HookRule> {
+    table(harness)?.iter().find(|r| {
+        r.event == event
+            && r.when.is_none_or(|(field, value)| {
+                payload.get(field).and_then(|v| v.as_str()) == Some(value)
+                    || payload.get(camel(field).as_str()).and_then(|v| v.as_str()) == Some(value)
+            })
+    })
 }
 
 /// `notification_type` → `notificationType` (Grok sends camelCase fields too).

@@ -22,7 +22,7 @@
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};
-use volee_protocol::AgentState;
+use volee_protocol::{AgentState, Reason};
 
 /// The most lines a `last_lines` rule may read.
 pub const MAX_LINES: usize = 200;
@@ -65,6 +65,10 @@ pub struct RuleSpec {
     #[serde(default, rename = "not_match", skip_serializing_if = "Option::is_none")]
     pub not_pattern: Option<String>,
     pub state: AgentState,
+    /// Why the state (`failed`: api_error, auth, usage_limit, network; `needs_you`: permission,
+    /// question, login).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
     #[serde(default)]
     pub priority: i32,
 }
@@ -84,6 +88,7 @@ pub struct ScreenRule {
     pattern: Regex,
     not_pattern: Option<Regex>,
     pub state: AgentState,
+    pub reason: Option<Reason>,
     /// Higher wins; equal priorities keep file order.
     pub priority: i32,
 }
@@ -108,6 +113,7 @@ impl ScreenRule {
         RuleMatch {
             rule: self.id.clone(),
             state: self.state,
+            reason: self.reason,
             text: evidence(&self.pattern, text),
             from_title: self.region == Region::Title,
         }
@@ -119,6 +125,8 @@ impl ScreenRule {
 pub struct RuleMatch {
     pub rule: String,
     pub state: AgentState,
+    /// Why, when the rule says (`reason = "usage_limit"`).
+    pub reason: Option<Reason>,
     /// The whole lines of the region that the match touched, at most 200 characters
     /// (agent-controlled: escape before display).
     pub text: String,
@@ -156,6 +164,13 @@ pub enum RulesError {
         id: String,
         problem: &'static str,
     },
+    #[error("rule {id} in {origin}: reason {reason} is not one for {state} (failed: exit_nonzero, killed, api_error, auth, usage_limit, network, crashed_silently; needs_you: permission, question, login, budget, bell)")]
+    Reason {
+        origin: String,
+        id: String,
+        reason: Reason,
+        state: AgentState,
+    },
     #[error("rule {id} appears twice in {origin}")]
     DuplicateId { origin: String, id: String },
 }
@@ -167,6 +182,7 @@ impl RulesError {
             RulesError::Pattern { id, .. }
             | RulesError::State { id, .. }
             | RulesError::Lines { id, .. }
+            | RulesError::Reason { id, .. }
             | RulesError::DuplicateId { id, .. } => Some(id),
             RulesError::Toml { .. } | RulesError::Profile { .. } => None,
         }
@@ -254,6 +270,7 @@ impl RuleSet {
                     pattern: r.pattern().to_string(),
                     not_pattern: r.not_pattern().map(str::to_string),
                     state: r.state,
+                    reason: r.reason,
                     priority: r.priority,
                 }
             })
@@ -302,6 +319,7 @@ fn compile(spec: RuleSpec, origin: &str) -> Result<ScreenRule, RulesError> {
         pattern,
         not_pattern,
         state,
+        reason,
         priority,
     } = spec;
     if !matches!(
@@ -311,6 +329,14 @@ fn compile(spec: RuleSpec, origin: &str) -> Result<ScreenRule, RulesError> {
         return Err(RulesError::State {
             origin: origin.into(),
             id,
+            state,
+        });
+    }
+    if let Some(r) = reason.filter(|r| r.state() != state) {
+        return Err(RulesError::Reason {
+            origin: origin.into(),
+            id,
+            reason: r,
             state,
         });
     }
@@ -346,6 +372,7 @@ fn compile(spec: RuleSpec, origin: &str) -> Result<ScreenRule, RulesError> {
         pattern,
         not_pattern,
         state,
+        reason,
         priority,
     })
 }

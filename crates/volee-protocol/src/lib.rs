@@ -84,6 +84,116 @@ impl std::fmt::Display for AgentState {
     }
 }
 
+/// Why an agent is `failed` or `needs_you`, for a script to act on (the evidence says it in
+/// words). Set only for those two states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    // --- failed
+    /// Its process exited with a non-zero status.
+    ExitNonzero,
+    /// A signal volee did not send ended it, after its harness said it was ending.
+    Killed,
+    /// Its model's API answered with an error.
+    ApiError,
+    /// It is not logged in, or its key was refused (401, 403).
+    Auth,
+    /// A usage or rate limit (429, "usage limit reached").
+    UsageLimit,
+    /// Its model could not be reached.
+    Network,
+    /// Its process is gone and no final hook came (killed, crashed).
+    CrashedSilently,
+    // --- needs_you
+    /// It asks to run a tool or touch a file.
+    Permission,
+    /// It asks a question (a prompt, a dialog).
+    Question,
+    /// It wants a login.
+    Login,
+    /// It reached its budget (`volee budget`).
+    Budget,
+    /// The pane rang the bell.
+    Bell,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 12] = [
+        Reason::ExitNonzero,
+        Reason::Killed,
+        Reason::ApiError,
+        Reason::Auth,
+        Reason::UsageLimit,
+        Reason::Network,
+        Reason::CrashedSilently,
+        Reason::Permission,
+        Reason::Question,
+        Reason::Login,
+        Reason::Budget,
+        Reason::Bell,
+    ];
+
+    /// The name in JSON and on the command line (`usage_limit`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::ExitNonzero => "exit_nonzero",
+            Reason::Killed => "killed",
+            Reason::ApiError => "api_error",
+            Reason::Auth => "auth",
+            Reason::UsageLimit => "usage_limit",
+            Reason::Network => "network",
+            Reason::CrashedSilently => "crashed_silently",
+            Reason::Permission => "permission",
+            Reason::Question => "question",
+            Reason::Login => "login",
+            Reason::Budget => "budget",
+            Reason::Bell => "bell",
+        }
+    }
+
+    /// A few letters for a table column (`volee ls`).
+    pub fn short(self) -> &'static str {
+        match self {
+            Reason::ExitNonzero => "exit",
+            Reason::Killed => "killed",
+            Reason::ApiError => "api",
+            Reason::Auth => "auth",
+            Reason::UsageLimit => "limit",
+            Reason::Network => "net",
+            Reason::CrashedSilently => "crash",
+            Reason::Permission => "perm",
+            Reason::Question => "ask",
+            Reason::Login => "login",
+            Reason::Budget => "budget",
+            Reason::Bell => "bell",
+        }
+    }
+
+    /// Parses `usage_limit` (also `usage-limit`).
+    pub fn parse(text: &str) -> Option<Reason> {
+        let norm = text.trim().to_ascii_lowercase().replace('-', "_");
+        Reason::ALL.into_iter().find(|r| r.as_str() == norm)
+    }
+
+    /// The state it explains.
+    pub fn state(self) -> AgentState {
+        match self {
+            Reason::Permission
+            | Reason::Question
+            | Reason::Login
+            | Reason::Budget
+            | Reason::Bell => AgentState::NeedsYou,
+            _ => AgentState::Failed,
+        }
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Where an observation came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -169,6 +279,9 @@ pub struct AgentView {
     /// RFC 3339, UTC, seconds.
     pub state_since: String,
     pub evidence: String,
+    /// Why it is `failed` or `needs_you` (null in other states, and when volee cannot tell).
+    #[serde(default)]
+    pub reason: Option<Reason>,
     pub exit_status: Option<i32>,
     pub pid: Option<u32>,
     pub cwd: String,

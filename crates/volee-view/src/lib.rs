@@ -138,10 +138,14 @@ pub const UNREACHABLE_SUFFIX: &str = "?";
 /// The state as a list shows it: its machine name (`needs_you`), with [`UNREACHABLE_SUFFIX`]
 /// while its machine cannot be reached.
 pub fn state_text(agent: &AgentView) -> String {
+    let state = match agent.reason {
+        Some(r) => format!("{}:{}", agent.state, r.short()),
+        None => agent.state.to_string(),
+    };
     if agent.reachable {
-        agent.state.to_string()
+        state
     } else {
-        format!("{}{UNREACHABLE_SUFFIX}", agent.state)
+        format!("{state}{UNREACHABLE_SUFFIX}")
     }
 }
 
@@ -185,6 +189,7 @@ pub(crate) mod test_support {
             state_source: StateSource::Hooks,
             state_since: since.into(),
             evidence: "hook Notification".into(),
+            reason: None,
             exit_status: None,
             pid: Some(4242),
             cwd: "/home/u/src/app".into(),

@@ -197,6 +197,7 @@ pub fn agent_detail(agent: &AgentView, now_epoch_secs: u64) -> String {
         ("profile_fit", profile_fit_name(a.profile_fit).to_owned()),
         ("origin", origin_name(a.origin).to_owned()),
         ("state", a.state.to_string()),
+        ("reason", opt(a.reason.map(|r| r.to_string()))),
         ("state_source", a.state_source.to_string()),
         (
             "state_since",
@@ -262,7 +263,10 @@ pub fn explanation_text(ex: &Explanation, now_epoch_secs: u64) -> String {
         "{} {}: {} (source {}, since {})\n",
         crate::address_text(a, ID_MAX),
         plain_text(&a.name, NAME_MAX),
-        a.state,
+        match a.reason {
+            Some(r) => format!("{} ({r})", a.state),
+            None => a.state.to_string(),
+        },
         a.state_source,
         age_of(&a.state_since, now_epoch_secs),
     );
@@ -430,7 +434,7 @@ z9    évite[2J              claude   done       2d   process  -
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
-        assert_eq!(text.lines().count(), 22);
+        assert_eq!(text.lines().count(), 23);
         assert!(!text.contains('\x1b'));
     }
 

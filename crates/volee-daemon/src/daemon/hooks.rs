@@ -124,16 +124,30 @@ impl Daemon {
                 .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
                 .collect(),
         );
-        match volee_harness::hook_meaning(&event.harness, &event.event, &payload) {
-            Some(volee_harness::HookMeaning::State(state)) => {
+        let row = volee_harness::hooks::hook_row(&event.harness, &event.event, &payload);
+        let ends = volee_harness::get(&event.harness)
+            .is_some_and(|p| p.hooks.iter().any(|h| h.ends_session));
+        if ends && row.is_some() {
+            self.registry.observe(
+                &agent_id,
+                Observation::ExpectsSessionEnd { at: event.at_ms },
+            );
+        }
+        if row.is_some_and(|r| r.ends_session) {
+            self.registry
+                .observe(&agent_id, Observation::SessionEnd { at: event.at_ms });
+        }
+        match row.map(|r| (r.meaning, r.reason)) {
+            Some((volee_harness::HookMeaning::State(state), reason)) => {
                 let hook = HookSignal {
                     at: event.at_ms,
                     event: event.event.clone(),
                     state,
+                    reason,
                 };
                 self.registry.observe(&agent_id, Observation::Hook(hook));
             }
-            Some(volee_harness::HookMeaning::Evidence) => {
+            Some((volee_harness::HookMeaning::Evidence, _)) => {
                 tracing::debug!("agent {agent_id}: hook {:?} (evidence)", event.event);
             }
             None => tracing::debug!("agent {agent_id}: hook {:?} ignored", event.event),

@@ -278,6 +278,11 @@ impl Daemon {
             (crate::notify::Kind::Budget, Some(b)) => {
                 super::budget::used_text(b, view.usage.as_ref())
             }
+            // Why, first: what a phone shows of it is its start.
+            (crate::notify::Kind::NeedsYou | crate::notify::Kind::Failed, _) => match view.reason {
+                Some(r) => format!("{r}: {}", view.evidence),
+                None => view.evidence.clone(),
+            },
             _ => view.evidence.clone(),
         };
         let text = crate::notify::message(&view.name, &view.address(), kind, &evidence);
@@ -462,6 +467,11 @@ fn run_notify_command(command: &str, kind: Kind, view: &AgentView) {
         .env("VOLEE_EVENT", kind.as_str())
         // What `volee show` takes: `MACHINE:ID` for a machine's agent.
         .env("VOLEE_AGENT_ID", view.address())
+        // Why it is failed or needs you (`usage_limit`, `permission`); empty otherwise.
+        .env(
+            "VOLEE_REASON",
+            view.reason.map(|r| r.as_str()).unwrap_or_default(),
+        )
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

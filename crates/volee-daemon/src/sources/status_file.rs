@@ -125,6 +125,7 @@ impl StatusFiles {
                     at,
                     event: obs.evidence,
                     state: obs.state,
+                    reason: None,
                 }),
             );
         }

@@ -17,8 +17,19 @@ fn every_fixture_gets_its_expected_state_and_rule() {
             .get(f.harness.as_str())
             .unwrap_or_else(|| panic!("{}: no rules for harness {}", f.file, f.harness));
         let got = set.classify(&f.screen, &f.title);
+        // A failed or needs_you screen's reason: the winning rule's, else its state's default.
+        let reason = got.as_ref().and_then(|m| match m.state {
+            volee_protocol::AgentState::NeedsYou => {
+                Some(m.reason.unwrap_or(volee_protocol::Reason::Question))
+            }
+            volee_protocol::AgentState::Failed => {
+                Some(m.reason.unwrap_or(volee_protocol::Reason::ApiError))
+            }
+            _ => None,
+        });
         let ok = got.as_ref().map(|m| m.state) == f.state
-            && got.as_ref().map(|m| m.rule.as_str()) == f.rule.as_deref();
+            && got.as_ref().map(|m| m.rule.as_str()) == f.rule.as_deref()
+            && reason == f.reason;
         let entry = score.entry(f.harness.as_str()).or_default();
         entry.1 += 1;
         if f.handmade {
@@ -28,10 +39,11 @@ fn every_fixture_gets_its_expected_state_and_rule() {
             entry.0 += 1;
         } else {
             failures.push(format!(
-                "{}: expected {} ({}), got {} ({}) on {:?}",
+                "{}: expected {} ({}, {:?}), got {} ({}, {reason:?}) on {:?}",
                 f.file,
                 state_name(f.state),
                 f.rule.as_deref().unwrap_or("-"),
+                f.reason,
                 state_name(got.as_ref().map(|m| m.state)),
                 got.as_ref().map_or("-", |m| m.rule.as_str()),
                 got.as_ref().map_or("", |m| m.text.as_str()),

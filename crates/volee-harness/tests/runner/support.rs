@@ -18,6 +18,7 @@ pub struct Fixture {
     /// None: no rule may fire.
     pub state: Option<AgentState>,
     pub rule: Option<String>,
+    pub reason: Option<volee_protocol::Reason>,
     pub title: String,
     pub screen: String,
     pub handmade: bool,
@@ -36,6 +37,9 @@ struct Entry {
     state: String,
     #[serde(default)]
     rule: Option<String>,
+    /// The reason the winning rule gives (failed and needs_you fixtures).
+    #[serde(default)]
+    reason: Option<volee_protocol::Reason>,
     #[serde(default)]
     #[allow(dead_code)]
     note: Option<String>,
@@ -108,6 +112,7 @@ pub fn load_fixtures() -> Vec<Fixture> {
                 harness,
                 state,
                 rule: e.rule,
+                reason: e.reason,
                 title,
                 screen,
                 handmade,
