@@ -18,9 +18,7 @@ fn rule_sets() -> &'static [(&'static str, RuleSet)] {
         volee_harness::profiles()
             .into_iter()
             .flat_map(|p| [(p.name, false), (p.name, true)])
-            .filter_map(|(name, measured)| {
-                Some((name, volee_harness::screen_rules(name, measured).ok()?))
-            })
+            .map(|(name, measured)| (name, volee_harness::screen_rules(name, measured)))
             .collect()
     })
 }

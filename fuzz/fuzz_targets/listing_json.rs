@@ -135,7 +135,7 @@ fn check_event(ev: &ServerEvent) {
             id(session);
             id(rid);
         }
-        ServerEvent::Error { session, name } => {
+        ServerEvent::Error { session, name, .. } => {
             if let Some(s) = session {
                 id(s);
             }

@@ -76,7 +76,11 @@ impl OwnServers {
             registry.edit(id, |a| a.session_id = Some(session));
         }
         if let Some((state, event)) = observation {
-            registry.observe(id, volee_core::observation::listing_poll(now, event, state));
+            let reason = self.watches.reason(id);
+            registry.observe(
+                id,
+                volee_core::observation::listing_poll_because(now, event, state, reason),
+            );
         }
         if tokens_event {
             self.watches.usage(id)

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
-use volee_protocol::AgentState;
+use volee_protocol::{AgentState, Reason};
 
 /// A session's status (`SessionStatus`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +76,8 @@ pub enum ServerEvent {
     Error {
         session: Option<String>,
         name: String,
+        /// Why, from its name, its HTTP status and its message.
+        reason: Reason,
     },
     /// `server.instance.disposed`: the TUI is ending.
     Disposed,
@@ -196,18 +198,52 @@ pub fn parse_event(v: &Value) -> Option<ServerEvent> {
                 part: bounded(part.get("id"))?,
             }
         }
-        "session.error" => ServerEvent::Error {
-            session: s("sessionID"),
-            name: short(
-                props
-                    .get("error")
-                    .and_then(|e| e.get("name"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("error"),
-            ),
-        },
+        "session.error" => {
+            let error = props.get("error");
+            let name = error
+                .and_then(|e| e.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or("error");
+            let data = error.and_then(|e| e.get("data"));
+            ServerEvent::Error {
+                session: s("sessionID"),
+                name: short(name),
+                reason: error_reason(
+                    name,
+                    data.and_then(|d| d.get("statusCode"))
+                        .and_then(Value::as_u64),
+                    data.and_then(|d| d.get("message"))
+                        .and_then(Value::as_str)
+                        .unwrap_or(""),
+                ),
+            }
+        }
         _ => return None,
     })
+}
+
+/// Why a session failed, from OpenCode's error (`ProviderAuthError`; an `APIError`'s
+/// `statusCode` and `message`).
+fn error_reason(name: &str, status: Option<u64>, message: &str) -> Reason {
+    let m = message.to_ascii_lowercase();
+    let says = |words: &[&str]| words.iter().any(|w| m.contains(w));
+    match (name, status) {
+        ("ProviderAuthError", _) | (_, Some(401 | 403)) => Reason::Auth,
+        (_, Some(429)) => Reason::UsageLimit,
+        _ if says(&["usage limit", "rate limit", "quota"]) => Reason::UsageLimit,
+        _ if says(&[
+            "econnrefused",
+            "econnreset",
+            "fetch failed",
+            "unable to connect",
+            "socket",
+            "network",
+        ]) =>
+        {
+            Reason::Network
+        }
+        _ => Reason::ApiError,
+    }
 }
 
 fn question_header(request: &Value) -> String {
@@ -273,7 +309,7 @@ pub struct ServerView {
     permissions: BTreeMap<String, (String, String)>,
     questions: BTreeMap<String, (String, String)>,
     /// A session error (not an abort) since the last busy.
-    error: Option<String>,
+    error: Option<(String, Reason)>,
     /// A session's status or request was seen (or it is a resumed one): an idle server then
     /// means idle (before that it means nothing: the first prompt may not be submitted yet).
     seen_session: bool,
@@ -375,13 +411,17 @@ impl ServerView {
             ServerEvent::QuestionAnswered { id, .. } => {
                 self.questions.remove(id);
             }
-            ServerEvent::Error { session, name } => {
+            ServerEvent::Error {
+                session,
+                name,
+                reason,
+            } => {
                 if let Some(s) = session {
                     self.saw(s);
                 }
                 // Esc (an abort) ends the turn; it is no failure.
                 if name != "MessageAbortedError" {
-                    self.error = Some(name.clone());
+                    self.error = Some((name.clone(), *reason));
                 }
             }
         }
@@ -439,11 +479,21 @@ impl ServerView {
         if !self.statuses.is_empty() {
             return Some((AgentState::Working, "server: status busy".into()));
         }
-        if let Some(name) = &self.error {
+        if let Some((name, _)) = &self.error {
             return Some((AgentState::Failed, format!("server: session.error {name}")));
         }
         self.seen_session
             .then(|| (AgentState::Idle, "server: status idle".into()))
+    }
+
+    /// Why the state of [`Self::observation`], when it is needs_you or failed.
+    pub fn reason(&self) -> Option<Reason> {
+        match self.observation()?.0 {
+            AgentState::NeedsYou if self.permissions.is_empty() => Some(Reason::Question),
+            AgentState::NeedsYou => Some(Reason::Permission),
+            AgentState::Failed => self.error.as_ref().map(|(_, r)| *r),
+            _ => None,
+        }
     }
 }
 
@@ -606,7 +656,8 @@ mod tests {
         );
         assert!(evs.contains(&ServerEvent::Error {
             session: view.session.clone(),
-            name: "MessageAbortedError".into()
+            name: "MessageAbortedError".into(),
+            reason: Reason::ApiError,
         }));
     }
 
@@ -675,6 +726,7 @@ mod tests {
         v.apply(&ServerEvent::Error {
             session: Some("ses_a".into()),
             name: "APIError".into(),
+            reason: Reason::UsageLimit,
         });
         v.apply(&ServerEvent::Status {
             session: "ses_a".into(),
@@ -687,11 +739,14 @@ mod tests {
             v.observation(),
             Some((AgentState::Failed, "server: session.error APIError".into()))
         );
+        assert_eq!(v.reason(), Some(Reason::UsageLimit));
         v.apply(&busy);
+        assert_eq!(v.reason(), None);
         assert_eq!(v.observation().unwrap().0, AgentState::Working);
         v.apply(&ServerEvent::Error {
             session: Some("ses_a".into()),
             name: "MessageAbortedError".into(),
+            reason: Reason::ApiError,
         });
         v.apply(&ServerEvent::Idle {
             session: "ses_a".into(),
@@ -704,8 +759,46 @@ mod tests {
             e,
             Some(ServerEvent::Error {
                 session: Some("ses_a".into()),
-                name: "APIError".into()
+                name: "APIError".into(),
+                reason: Reason::ApiError,
             })
+        );
+        // Why, from the error's name, HTTP status and message.
+        let reason_of = |error: serde_json::Value| match parse_event(
+            &serde_json::json!({"type": "session.error", "properties": {"sessionID": "ses_a", "error": error}}),
+        ) {
+            Some(ServerEvent::Error { reason, .. }) => reason,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            reason_of(
+                serde_json::json!({"name": "ProviderAuthError", "data": {"providerID": "x", "message": "no key"}})
+            ),
+            Reason::Auth
+        );
+        assert_eq!(
+            reason_of(
+                serde_json::json!({"name": "APIError", "data": {"message": "Unauthorized", "statusCode": 401, "isRetryable": false}})
+            ),
+            Reason::Auth
+        );
+        assert_eq!(
+            reason_of(
+                serde_json::json!({"name": "APIError", "data": {"message": "Too Many Requests", "statusCode": 429, "isRetryable": true}})
+            ),
+            Reason::UsageLimit
+        );
+        assert_eq!(
+            reason_of(
+                serde_json::json!({"name": "UnknownError", "data": {"message": "Unable to connect. Is the computer able to access the url?"}})
+            ),
+            Reason::Network
+        );
+        assert_eq!(
+            reason_of(
+                serde_json::json!({"name": "APIError", "data": {"message": "Internal Server Error", "statusCode": 500}})
+            ),
+            Reason::ApiError
         );
     }
 

@@ -97,6 +97,11 @@ impl Watches {
         Some((view.observation(), view.session.clone()))
     }
 
+    /// Why agent `id` is needs_you or failed, as its server said.
+    pub fn reason(&self, id: &str) -> Option<volee_protocol::Reason> {
+        self.views.get(id)?.reason()
+    }
+
     /// Agent `id`'s tokens as its server counts them for its own session (its last
     /// `session.updated`; the requests are its `step-finish` parts): None until the server
     /// said any.
