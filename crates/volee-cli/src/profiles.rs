@@ -16,10 +16,7 @@ pub fn check(files: &[PathBuf]) -> CliResult {
     for path in files {
         match volee_harness::file::read_file(path) {
             Ok(p) => {
-                let over = if volee_harness::file::BUILT_IN
-                    .iter()
-                    .any(|(name, _)| *name == p.name)
-                {
+                let over = if volee_harness::file::built_in_text(p.name).is_some() {
                     "overrides the built-in profile"
                 } else {
                     "a new harness"

@@ -24,7 +24,7 @@ pub fn setup(harness: &str, undo: bool) -> CliResult {
         .ok_or_else(|| CliError::env("HOME is not set"))?;
     let path = home.join(rel);
     if undo {
-        match unsetup_cursor(&path)? {
+        match unsetup(harness, &path)? {
             0 => out(&format!("{} holds no hooks of volee's", path.display())),
             n => out(&format!("took volee's {n} hooks out of {}", path.display())),
         }
@@ -35,8 +35,8 @@ pub fn setup(harness: &str, undo: bool) -> CliResult {
         .map_err(|e| CliError::from_error(Exit::Internal, &e))?
         .display()
         .to_string();
-    let merged =
-        volee_harness::instrument::cursor_hooks_merge(existing.clone(), &bin).map_err(|why| {
+    let merged = volee_harness::instrument::user_hooks_merge(harness, existing.clone(), &bin)
+        .map_err(|why| {
             error::left_unchanged(format!(
                 "{} is not a hooks file volee understands: {why}",
                 path.display()
@@ -57,12 +57,13 @@ pub fn setup(harness: &str, undo: bool) -> CliResult {
     Ok(())
 }
 
-/// Take volee's entries out of Cursor's hooks file; how many there were.
-pub fn unsetup_cursor(path: &Path) -> CliResult<usize> {
+/// Take volee's entries for `harness` out of the user's hooks file at `path`; how many there
+/// were.
+pub fn unsetup(harness: &str, path: &Path) -> CliResult<usize> {
     let Some(file) = read_user_json(path)? else {
         return Ok(0);
     };
-    let (cleaned, removed) = volee_harness::instrument::cursor_hooks_unmerge(file);
+    let (cleaned, removed) = volee_harness::instrument::user_hooks_unmerge(harness, file);
     if removed > 0 {
         write_user_json(path, &cleaned)?;
     }

@@ -347,16 +347,18 @@ pub fn down() -> CliResult {
         }
     }
     crate::commands::daemon_stop()?;
-    // What `volee setup cursor` added to the user's own hooks file.
+    // What `volee setup HARNESS` added to the user's own hooks files.
     if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
-        let cursor = home.join(volee_harness::instrument::CURSOR_HOOKS_FILE);
-        match crate::setup::unsetup_cursor(&cursor) {
-            Ok(0) => {}
-            Ok(n) => out(&format!(
-                "took volee's {n} hooks out of {}",
-                cursor.display()
-            )),
-            Err(e) => eprintln!("warning: {}: {}", cursor.display(), e.message),
+        for p in volee_harness::profiles() {
+            let volee_harness::Instrumentation::UserOptIn(rel) = p.instrumentation else {
+                continue;
+            };
+            let file = home.join(rel);
+            match crate::setup::unsetup(p.name, &file) {
+                Ok(0) => {}
+                Ok(n) => out(&format!("took volee's {n} hooks out of {}", file.display())),
+                Err(e) => eprintln!("warning: {}: {}", file.display(), e.message),
+            }
         }
     }
     out(

@@ -1,7 +1,8 @@
-//! The daemon is generic: per-harness facts live in `volee-harness` profiles, never in the
-//! daemon's code. This reads every source file of `volee-daemon` (outside `#[cfg(test)]` items)
-//! and fails on a string literal — in code, a match arm, a constant or a macro's arguments —
-//! that is the name of a built-in profile other than `volee` and `generic`.
+//! The daemon is generic: per-harness facts live in the profile files (`volee-harness/profiles/`),
+//! never in code — neither the daemon's nor `volee-harness`'s own, which reads them and carries
+//! out what they name by kind. This reads every source file of both (outside `#[cfg(test)]`
+//! items) and fails on a string literal — in code, a match arm, a constant or a macro's
+//! arguments — that is the name of a built-in profile other than `volee` and `generic`.
 
 use std::path::{Path, PathBuf};
 
@@ -116,10 +117,17 @@ fn the_daemon_names_no_harness() {
         .filter(|n| !ALLOWED.contains(&n.as_str()))
         .collect();
     assert!(names.len() >= 10, "the built-in profiles: {names:?}");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    sources(&src, &mut files);
-    assert!(files.len() > 5, "no sources under {}", src.display());
+    for dir in ["src", "../volee-harness/src"] {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        let before = files.len();
+        sources(&src, &mut files);
+        assert!(
+            files.len() > before + 5,
+            "no sources under {}",
+            src.display()
+        );
+    }
     let mut found = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{file:?}: {e}"));
@@ -134,7 +142,7 @@ fn the_daemon_names_no_harness() {
     }
     assert!(
         found.is_empty(),
-        "per-harness facts belong in volee-harness profiles, not in the daemon:\n{}",
+        "per-harness facts belong in the profile files, not in code:\n{}",
         found.join("\n")
     );
 }

@@ -15,8 +15,9 @@ use volee_protocol::AgentState;
 
 use crate::hooks::{HookMeaning, HookRule};
 use crate::profile::{
-    AppServer, History, HistoryKind, HttpServer, InputRules, Instrumentation, ListingSource,
-    Profile, PromptStyle, Source, UsageSource, VersionRange,
+    AppServer, History, HistoryKind, HookFiles, HookFormat, HttpServer, InputRules,
+    Instrumentation, JoinVia, ListingSource, McpFormat, OpenFile, Profile, PromptStyle,
+    SessionFile, Source, UsageSource, VersionRange,
 };
 use crate::rules::{RuleSet, RuleSpec};
 
@@ -39,9 +40,9 @@ pub struct ProfileFile {
     /// or `server` (a `http_server` listing's events).
     #[serde(default = "unknown_usage")]
     pub usage: UsageSource,
-    /// How it takes volee's MCP server for one launch (a description).
+    /// How it takes volee's MCP server for one launch (`volee launch --join`).
     #[serde(default)]
-    pub join: String,
+    pub join: JoinFile,
     #[serde(default)]
     pub launch: Launch,
     #[serde(default)]
@@ -98,6 +99,105 @@ pub struct Launch {
     /// `server_port` (with `name` where the kind needs one).
     #[serde(default = "no_instrumentation")]
     pub instrumentation: InstrumentationFile,
+    /// How volee writes its hook registrations, and where.
+    #[serde(default)]
+    pub hooks: HookFilesFile,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookFilesFile {
+    /// `nested`, `matcher_named`, `matcher_named_ms`, `flat_bash_v1`.
+    #[serde(default = "nested")]
+    pub format: HookFormat,
+    /// volee's own hooks file's name (instrumentation `own_hooks_file`).
+    #[serde(default = "hooks_file_name")]
+    pub file: String,
+    /// A variable naming the harness's whole home: volee's hooks file goes to `$VAR/hooks/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_env: Option<String>,
+    /// The harness's own system-defaults file (instrumentation `system_defaults_env`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_defaults: Option<String>,
+    /// It reads a system-defaults file only when root owns it: volee's hooks then go in as an
+    /// extension of volee's own, in this directory under HOME.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extension_dir: Option<String>,
+}
+
+impl Default for HookFilesFile {
+    fn default() -> HookFilesFile {
+        HookFilesFile {
+            format: nested(),
+            file: hooks_file_name(),
+            home_env: None,
+            system_defaults: None,
+            extension_dir: None,
+        }
+    }
+}
+
+fn nested() -> HookFormat {
+    HookFormat::Nested
+}
+fn hooks_file_name() -> String {
+    "volee-hooks.json".into()
+}
+
+/// `[join]`: in words (`how`), and as a kind volee carries out.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JoinFile {
+    #[serde(default)]
+    pub how: String,
+    /// `file_arg`, `inline_arg`, `config_overrides`, `env_json`, `system_defaults`, `none`.
+    #[serde(default = "no_join")]
+    pub kind: JoinKind,
+    /// `file_arg`, `inline_arg`: the arguments (`{file}`, `{json}`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// `file_arg`: the file's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// `env_json`: the variable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub var: Option<String>,
+    /// The JSON: `mcp_servers`, `mcp_servers_local`, `mcp_servers_plain`, `bare`,
+    /// `mcp_local_command`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<McpFormat>,
+    /// `none`: why (said by `launch --join`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+impl Default for JoinFile {
+    fn default() -> JoinFile {
+        JoinFile {
+            how: String::new(),
+            kind: no_join(),
+            args: Vec::new(),
+            file: None,
+            var: None,
+            format: None,
+            why: None,
+        }
+    }
+}
+
+fn no_join() -> JoinKind {
+    JoinKind::None
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JoinKind {
+    FileArg,
+    InlineArg,
+    ConfigOverrides,
+    EnvJson,
+    SystemDefaults,
+    None,
 }
 
 impl Default for Launch {
@@ -113,6 +213,7 @@ impl Default for Launch {
             worktree_flag: None,
             env: BTreeMap::new(),
             instrumentation: no_instrumentation(),
+            hooks: HookFilesFile::default(),
         }
     }
 }
@@ -185,12 +286,43 @@ pub struct Process {
     pub helpers: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Session {
     /// Where its session id comes from, best first (descriptions).
     #[serde(default)]
     pub sources: Vec<String>,
+    /// Where a running process's session id is published, under HOME.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<SessionFileFile>,
+    /// A file it holds open whose path names its session: `none`, `rollout_uuid`, `inuse_hold`.
+    #[serde(default = "no_open_file")]
+    pub open_file: OpenFile,
+}
+
+fn no_open_file() -> OpenFile {
+    OpenFile::None
+}
+
+impl Default for Session {
+    fn default() -> Session {
+        Session {
+            sources: Vec::new(),
+            file: None,
+            open_file: OpenFile::None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionFileFile {
+    /// Relative to HOME; `{pid}` is the process's pid.
+    pub path: String,
+    pub id_field: String,
+    /// The file is a list: the entry whose field of this name is the pid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_field: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -527,6 +659,42 @@ pub fn parse(text: &str, origin: &str) -> Result<Profile, Vec<Problem>> {
             ));
         }
     }
+    let j = &file.join;
+    let join_problem = match j.kind {
+        JoinKind::FileArg if j.file.is_none() || j.format.is_none() || j.args.is_empty() => {
+            Some("join kind \"file_arg\" needs args, file and format")
+        }
+        JoinKind::FileArg if !j.args.iter().any(|a| a.contains("{file}")) => {
+            Some("join kind \"file_arg\": no argument holds {file}")
+        }
+        JoinKind::InlineArg
+            if !j.args.iter().any(|a| a.contains("{json}")) || j.format.is_none() =>
+        {
+            Some("join kind \"inline_arg\" needs args holding {json}, and a format")
+        }
+        JoinKind::EnvJson if j.var.is_none() || j.format.is_none() => {
+            Some("join kind \"env_json\" needs var and format")
+        }
+        JoinKind::SystemDefaults if j.format.is_none() => {
+            Some("join kind \"system_defaults\" needs a format")
+        }
+        _ => None,
+    };
+    if let Some(message) = join_problem {
+        problems.push(problem(line_of(text, "[join]", 1), message.into()));
+    }
+    if let Some(f) = &file.session.file {
+        let rest = f.path.replace("{pid}", "");
+        if rest.contains('{') || f.path.starts_with('/') || f.path.split('/').any(|c| c == "..") {
+            problems.push(problem(
+                line_of(text, &f.path, 1),
+                format!(
+                    "session file {:?}: a path under HOME, with {{pid}} as its only field",
+                    f.path
+                ),
+            ));
+        }
+    }
     // The screen rules: each compiled, problems with the line of the rule's id.
     let rules = match RuleSet::from_specs(file.rule.clone(), origin) {
         Ok(r) => Some(r),
@@ -589,6 +757,30 @@ fn keep_all(v: Vec<String>) -> &'static [&'static str] {
             .collect::<Vec<_>>()
             .into_boxed_slice(),
     )
+}
+
+fn join_via(j: JoinFile) -> JoinVia {
+    let format = j.format.unwrap_or(McpFormat::McpServers);
+    match j.kind {
+        JoinKind::FileArg => JoinVia::FileArg {
+            args: keep_all(j.args),
+            file: keep(j.file.unwrap_or_default()),
+            format,
+        },
+        JoinKind::InlineArg => JoinVia::InlineArg {
+            args: keep_all(j.args),
+            format,
+        },
+        JoinKind::ConfigOverrides => JoinVia::ConfigOverrides,
+        JoinKind::EnvJson => JoinVia::EnvJson {
+            var: keep(j.var.unwrap_or_default()),
+            format,
+        },
+        JoinKind::SystemDefaults => JoinVia::SystemDefaults { format },
+        JoinKind::None => JoinVia::None {
+            why: keep(j.why.unwrap_or_else(|| "it has no MCP support".into())),
+        },
+    }
 }
 
 fn into_profile(f: ProfileFile, rules: RuleSet) -> Profile {
@@ -720,7 +912,21 @@ fn into_profile(f: ProfileFile, rules: RuleSet) -> Profile {
             ),
         },
         usage: f.usage,
-        join: keep(f.join),
+        join: keep(f.join.how.clone()),
+        join_via: join_via(f.join),
+        hook_files: HookFiles {
+            format: f.launch.hooks.format,
+            file: keep(f.launch.hooks.file),
+            home_env: f.launch.hooks.home_env.map(keep),
+            system_defaults: f.launch.hooks.system_defaults.map(keep),
+            extension_dir: f.launch.hooks.extension_dir.map(keep),
+        },
+        session_file: f.session.file.map(|s| SessionFile {
+            path: keep(s.path),
+            id_field: keep(s.id_field),
+            pid_field: s.pid_field.map(keep),
+        }),
+        open_file: f.session.open_file,
         input: InputRules {
             bracketed_paste: f.input.bracketed_paste,
             enter_delay_ms: f.input.enter_delay_ms,
@@ -786,7 +992,7 @@ pub fn to_file(p: &Profile) -> ProfileFile {
             }),
         },
         usage: p.usage,
-        join: p.join.into(),
+        join: join_file(p),
         launch: Launch {
             prompt: PromptFile { style, flag },
             session_id_flag: p.session_id_flag.map(Into::into),
@@ -802,6 +1008,13 @@ pub fn to_file(p: &Profile) -> ProfileFile {
                 kind,
                 name: name.map(Into::into),
             },
+            hooks: HookFilesFile {
+                format: p.hook_files.format,
+                file: p.hook_files.file.into(),
+                home_env: p.hook_files.home_env.map(Into::into),
+                system_defaults: p.hook_files.system_defaults.map(Into::into),
+                extension_dir: p.hook_files.extension_dir.map(Into::into),
+            },
         },
         resume: Resume { args: s(p.resume) },
         process: Process {
@@ -811,6 +1024,12 @@ pub fn to_file(p: &Profile) -> ProfileFile {
         },
         session: Session {
             sources: s(p.session_sources),
+            file: p.session_file.map(|f| SessionFileFile {
+                path: f.path.into(),
+                id_field: f.id_field.into(),
+                pid_field: f.pid_field.map(Into::into),
+            }),
+            open_file: p.open_file,
         },
         states: States {
             sources: p.states.to_vec(),
@@ -856,26 +1075,68 @@ pub fn to_file(p: &Profile) -> ProfileFile {
     }
 }
 
+fn join_file(p: &Profile) -> JoinFile {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let mut j = JoinFile {
+        how: p.join.into(),
+        ..JoinFile::default()
+    };
+    match p.join_via {
+        JoinVia::FileArg { args, file, format } => {
+            j.kind = JoinKind::FileArg;
+            j.args = s(args);
+            j.file = Some(file.into());
+            j.format = Some(format);
+        }
+        JoinVia::InlineArg { args, format } => {
+            j.kind = JoinKind::InlineArg;
+            j.args = s(args);
+            j.format = Some(format);
+        }
+        JoinVia::ConfigOverrides => j.kind = JoinKind::ConfigOverrides,
+        JoinVia::EnvJson { var, format } => {
+            j.kind = JoinKind::EnvJson;
+            j.var = Some(var.into());
+            j.format = Some(format);
+        }
+        JoinVia::SystemDefaults { format } => {
+            j.kind = JoinKind::SystemDefaults;
+            j.format = Some(format);
+        }
+        JoinVia::None { why } => {
+            j.kind = JoinKind::None;
+            j.why = Some(why.into());
+        }
+    }
+    j
+}
+
 /// The effective profile as TOML.
 pub fn to_toml(p: &Profile) -> String {
     toml::to_string(&to_file(p)).unwrap_or_default()
 }
 
 /// The built-in profile files, embedded (the generic one last).
-pub const BUILT_IN: &[(&str, &str)] = &[
-    ("claude", include_str!("../profiles/claude.toml")),
-    ("codex", include_str!("../profiles/codex.toml")),
-    ("gemini", include_str!("../profiles/gemini.toml")),
-    ("qwen", include_str!("../profiles/qwen.toml")),
-    ("grok", include_str!("../profiles/grok.toml")),
-    ("copilot", include_str!("../profiles/copilot.toml")),
-    ("aider", include_str!("../profiles/aider.toml")),
-    ("amp", include_str!("../profiles/amp.toml")),
-    ("cursor", include_str!("../profiles/cursor.toml")),
-    ("opencode", include_str!("../profiles/opencode.toml")),
-    ("volee", include_str!("../profiles/volee.toml")),
-    ("generic", include_str!("../profiles/generic.toml")),
+pub const BUILT_IN: &[&str] = &[
+    include_str!("../profiles/claude.toml"),
+    include_str!("../profiles/codex.toml"),
+    include_str!("../profiles/gemini.toml"),
+    include_str!("../profiles/qwen.toml"),
+    include_str!("../profiles/grok.toml"),
+    include_str!("../profiles/copilot.toml"),
+    include_str!("../profiles/aider.toml"),
+    include_str!("../profiles/amp.toml"),
+    include_str!("../profiles/cursor.toml"),
+    include_str!("../profiles/opencode.toml"),
+    include_str!("../profiles/volee.toml"),
+    include_str!("../profiles/generic.toml"),
 ];
+
+/// The built-in profile file of `harness` (its TOML text), None when volee has none.
+pub fn built_in_text(harness: &str) -> Option<&'static str> {
+    let line = format!("\nname = \"{harness}\"\n");
+    BUILT_IN.iter().copied().find(|text| text.contains(&line))
+}
 
 /// The user's profiles directory, set once by the program (`$CONFIG/profiles`).
 static USER_DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -901,10 +1162,10 @@ fn loaded() -> &'static Loaded {
     LOADED.get_or_init(|| {
         let mut profiles: Vec<Profile> = BUILT_IN
             .iter()
-            .map(|(name, text)| {
-                parse(text, &format!("built-in {name}")).unwrap_or_else(|p| {
+            .map(|text| {
+                parse(text, "a built-in profile").unwrap_or_else(|p| {
                     // Checked by the tests: a built-in profile always parses.
-                    panic!("built-in profile {name}: {p:?}")
+                    panic!("a built-in profile: {p:?}")
                 })
             })
             .collect();
@@ -1040,9 +1301,10 @@ mod tests {
 
     #[test]
     fn every_built_in_profile_parses_and_reads_back_from_its_toml() {
-        for (name, text) in BUILT_IN {
-            let p = parse(text, name).unwrap_or_else(|e| panic!("{name}: {e:?}"));
-            assert_eq!(p.name, *name);
+        for text in BUILT_IN {
+            let p = parse(text, "built-in").unwrap_or_else(|e| panic!("{e:?}"));
+            let name = p.name;
+            assert_eq!(built_in_text(name), Some(*text));
             // What `profiles show NAME --toml` prints is a profile file that means the same.
             let again = parse(&to_toml(&p), name).unwrap_or_else(|e| panic!("{name}: {e:?}"));
             assert_eq!(

@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 
 use serde_json::{json, Map, Value};
+
+use crate::profile::{HookFiles, HookFormat, JoinVia, McpFormat};
 // Harnesses run hook commands through the shell.
 use volee_view::sh_quote;
 
@@ -15,20 +17,37 @@ pub use plan::{
     PlanError, RuntimeFile, SystemDefaults,
 };
 
-/// The registration of one event: a command `volee hook HARNESS EVENT`.
+/// How volee writes the hooks of `harness` (its profile's `[launch] hooks`).
+fn hook_files(harness: &str) -> HookFiles {
+    crate::profile::get(harness).map_or(
+        HookFiles {
+            format: HookFormat::Nested,
+            file: "volee-hooks.json",
+            home_env: None,
+            system_defaults: None,
+            extension_dir: None,
+        },
+        |p| p.hook_files,
+    )
+}
+
+/// The registration of one event: a command `volee hook HARNESS EVENT`, in the shape of the
+/// profile's hook format.
 pub fn hook_entry(harness: &str, event: &str, volee_bin: &str) -> Value {
     let command = format!("{} hook {harness} {event}", sh_quote(volee_bin));
-    match harness {
-        // Gemini and Qwen take a matcher and a name; Gemini's timeout is in milliseconds.
-        "gemini" => json!({"matcher": "*", "hooks": [{
+    match hook_files(harness).format {
+        // A matcher and a name; this one's timeout is in milliseconds.
+        HookFormat::MatcherNamedMs => json!({"matcher": "*", "hooks": [{
             "name": format!("volee-{event}"), "type": "command", "command": command, "timeout": 10000
         }]}),
-        "qwen" => json!({"matcher": "", "hooks": [{
+        HookFormat::MatcherNamed => json!({"matcher": "", "hooks": [{
             "name": format!("volee-{event}"), "type": "command", "command": command
         }]}),
-        // Copilot: one flat entry per command (`bash` is its Unix command key).
-        "copilot" => json!({"type": "command", "bash": command, "timeoutSec": 10}),
-        _ => json!({"hooks": [{"type": "command", "command": command, "timeout": 10}]}),
+        // One flat entry per command (`bash` is the Unix command key).
+        HookFormat::FlatBashV1 => json!({"type": "command", "bash": command, "timeoutSec": 10}),
+        HookFormat::Nested => {
+            json!({"hooks": [{"type": "command", "command": command, "timeout": 10}]})
+        }
     }
 }
 
@@ -49,23 +68,22 @@ pub fn hooks_settings(harness: &str, volee_bin: &str) -> Value {
             )
         })
         .collect();
-    match harness {
-        // Copilot reads only files that say `"version": 1`.
-        "copilot" => json!({ "version": 1, "hooks": hooks }),
+    match hook_files(harness).format {
+        // Read only from files that say `"version": 1`.
+        HookFormat::FlatBashV1 => json!({ "version": 1, "hooks": hooks }),
         _ => json!({ "hooks": hooks }),
     }
 }
 
-/// volee's own Gemini extension, under HOME: its only content is volee's hooks
-/// (`hooks/hooks.json`) and the manifest Gemini needs to load it. Used when Gemini would ignore
-/// volee's system-defaults file (it reads one only when root owns it and every directory above).
-pub const GEMINI_EXTENSION_DIR: &str = ".gemini/extensions/volee-hooks";
-
 /// The hooks file of an extension directory of volee's (relative to it).
 pub const EXTENSION_HOOKS_FILE: &str = "hooks/hooks.json";
 
-/// The files of volee's Gemini extension: (path relative to [`GEMINI_EXTENSION_DIR`], JSON).
-pub fn gemini_extension(volee_bin: &str) -> Vec<(&'static str, Value)> {
+/// The files of volee's own extension for a harness whose profile names an `extension_dir`
+/// (Gemini: `.gemini/extensions/volee-hooks` under HOME): (path relative to it, JSON) — only
+/// volee's hooks (`hooks/hooks.json`) and the manifest the harness needs to load it. Used when
+/// the harness would ignore volee's system-defaults file (it reads one only when root owns it
+/// and every directory above).
+pub fn extension_files(harness: &str, volee_bin: &str) -> Vec<(&'static str, Value)> {
     vec![
         (
             "gemini-extension.json",
@@ -75,32 +93,34 @@ pub fn gemini_extension(volee_bin: &str) -> Vec<(&'static str, Value)> {
                 "description": "volee's hooks: report this session's state to volee (written by volee while it supervises a Gemini agent, removed after)"
             }),
         ),
-        (EXTENSION_HOOKS_FILE, hooks_settings("gemini", volee_bin)),
+        (EXTENSION_HOOKS_FILE, hooks_settings(harness, volee_bin)),
     ]
 }
 
-/// Cursor's one hooks file, under HOME (`volee setup cursor` adds volee's entries to it).
-pub const CURSOR_HOOKS_FILE: &str = ".cursor/hooks.json";
-
-/// Is `entry` one of volee's Cursor hook entries (its command ends in `hook cursor EVENT` for an
-/// event volee registers)?
-fn is_volee_cursor_entry(entry: &Value) -> bool {
+/// Is `entry` one of volee's hook entries for `harness` (its command ends in `hook HARNESS
+/// EVENT` for an event volee registers)?
+fn is_volees_entry(harness: &str, entry: &Value) -> bool {
     entry
         .get("command")
         .and_then(Value::as_str)
         .is_some_and(|c| {
-            crate::hooks::hook_events("cursor")
+            crate::hooks::hook_events(harness)
                 .iter()
-                .any(|e| c.ends_with(&format!(" hook cursor {e}")))
+                .any(|e| c.ends_with(&format!(" hook {harness} {e}")))
         })
 }
 
-/// Cursor's hooks file with volee's entries: every entry already there is kept as it was, an
+/// The one hooks file of the user's that a harness of instrumentation `user_opt_in` keeps (Cursor's
+/// `~/.cursor/hooks.json`), with volee's entries: every entry already there is kept as it was, an
 /// earlier setup's entries are replaced (running setup twice adds nothing). `existing` is the
-/// file's JSON (None when there is none). Errors when it is not Cursor's shape
+/// file's JSON (None when there is none). Errors when it is not that shape
 /// (`{"version": 1, "hooks": {EVENT: [ … ]}}`), so nothing is written over what volee does not
 /// understand.
-pub fn cursor_hooks_merge(existing: Option<Value>, volee_bin: &str) -> Result<Value, String> {
+pub fn user_hooks_merge(
+    harness: &str,
+    existing: Option<Value>,
+    volee_bin: &str,
+) -> Result<Value, String> {
     let mut file = existing.unwrap_or_else(|| json!({"version": 1, "hooks": {}}));
     let root = file.as_object_mut().ok_or("it is not a JSON object")?;
     root.entry("version").or_insert(json!(1));
@@ -113,10 +133,10 @@ pub fn cursor_hooks_merge(existing: Option<Value>, volee_bin: &str) -> Result<Va
         let list = list
             .as_array_mut()
             .ok_or_else(|| format!("its hooks.{event} is not a list"))?;
-        list.retain(|e| !is_volee_cursor_entry(e));
+        list.retain(|e| !is_volees_entry(harness, e));
     }
-    for event in crate::hooks::hook_events("cursor") {
-        let command = format!("{} hook cursor {event}", sh_quote(volee_bin));
+    for event in crate::hooks::hook_events(harness) {
+        let command = format!("{} hook {harness} {event}", sh_quote(volee_bin));
         let list = hooks.entry(event.to_string()).or_insert_with(|| json!([]));
         if let Some(list) = list.as_array_mut() {
             list.push(json!({ "command": command }));
@@ -125,15 +145,16 @@ pub fn cursor_hooks_merge(existing: Option<Value>, volee_bin: &str) -> Result<Va
     Ok(file)
 }
 
-/// Cursor's hooks file without volee's entries (an event left with no entry is dropped); the
-/// number of entries taken out. A file volee does not understand is returned as it was.
-pub fn cursor_hooks_unmerge(mut file: Value) -> (Value, usize) {
+/// A user's hooks file (see [`user_hooks_merge`]) without volee's entries for `harness` (an event
+/// left with no entry is dropped); the number of entries taken out. A file volee does not
+/// understand is returned as it was.
+pub fn user_hooks_unmerge(harness: &str, mut file: Value) -> (Value, usize) {
     let mut removed = 0;
     if let Some(hooks) = file.get_mut("hooks").and_then(Value::as_object_mut) {
         for list in hooks.values_mut() {
             if let Some(list) = list.as_array_mut() {
                 let before = list.len();
-                list.retain(|e| !is_volee_cursor_entry(e));
+                list.retain(|e| !is_volees_entry(harness, e));
                 removed += before - list.len();
             }
         }
@@ -142,19 +163,11 @@ pub fn cursor_hooks_unmerge(mut file: Value) -> (Value, usize) {
     (file, removed)
 }
 
-/// Name of volee's own file in `~/.grok/hooks/`.
-pub const GROK_HOOKS_FILE: &str = "volee-hooks.json";
-
-/// Name of volee's own file in `~/.copilot/hooks/` (or `$COPILOT_HOME/hooks/`).
-pub const COPILOT_HOOKS_FILE: &str = "volee.json";
-
 /// The name of volee's own hooks file for a harness whose profile says
-/// [`crate::Instrumentation::OwnHooksFile`].
+/// [`crate::Instrumentation::OwnHooksFile`] (`volee-hooks.json` unless its profile names
+/// another).
 pub fn own_hooks_file_name(harness: &str) -> &'static str {
-    match harness {
-        "copilot" => COPILOT_HOOKS_FILE,
-        _ => GROK_HOOKS_FILE,
-    }
+    hook_files(harness).file
 }
 
 /// Where volee's own hooks file goes for one launch: `dir` (the profile's, relative to HOME) and
@@ -166,13 +179,14 @@ pub fn own_hooks_path(
     dir: &str,
     var: impl Fn(&str) -> Option<String>,
 ) -> Result<PathBuf, String> {
-    let name = own_hooks_file_name(harness);
-    if harness == "copilot" {
-        if let Some(home) = var("COPILOT_HOME").filter(|v| !v.is_empty()) {
+    let files = hook_files(harness);
+    let name = files.file;
+    if let Some(home_env) = files.home_env {
+        if let Some(home) = var(home_env).filter(|v| !v.is_empty()) {
             let home = PathBuf::from(home);
             if !home.is_absolute() {
                 return Err(format!(
-                    "COPILOT_HOME is not an absolute path ({}): cannot place volee's hooks file",
+                    "{home_env} is not an absolute path ({}): cannot place volee's hooks file",
                     home.display()
                 ));
             }
@@ -202,7 +216,7 @@ mod tests {
 
     #[test]
     fn the_gemini_extension_holds_only_volee_hooks() {
-        let files = gemini_extension("/v");
+        let files = extension_files("gemini", "/v");
         assert_eq!(files[0].1["name"], "volee-hooks");
         let hooks = &files[1].1["hooks"];
         assert_eq!(
@@ -218,7 +232,7 @@ mod tests {
             "stop": [{"command": "./audit.sh", "timeout": 5}],
             "afterFileEdit": [{"command": "./format.sh"}]
         }});
-        let merged = cursor_hooks_merge(Some(users.clone()), "/v").unwrap();
+        let merged = user_hooks_merge("cursor", Some(users.clone()), "/v").unwrap();
         assert_eq!(merged["hooks"]["stop"][0]["command"], "./audit.sh");
         assert_eq!(
             merged["hooks"]["stop"][1]["command"],
@@ -253,16 +267,16 @@ mod tests {
             assert!(documented.contains(&event.as_str()), "{event}");
         }
         // Twice is once; a moved binary replaces the old entries.
-        let again = cursor_hooks_merge(Some(merged.clone()), "/v").unwrap();
+        let again = user_hooks_merge("cursor", Some(merged.clone()), "/v").unwrap();
         assert_eq!(again, merged);
-        let moved = cursor_hooks_merge(Some(merged.clone()), "/opt/volee").unwrap();
+        let moved = user_hooks_merge("cursor", Some(merged.clone()), "/opt/volee").unwrap();
         assert_eq!(moved["hooks"]["stop"].as_array().unwrap().len(), 2);
-        let (back, removed) = cursor_hooks_unmerge(merged);
+        let (back, removed) = user_hooks_unmerge("cursor", merged);
         assert_eq!(back, users);
         assert_eq!(removed, crate::hooks::hook_events("cursor").len());
-        assert!(cursor_hooks_merge(Some(json!([1])), "/v").is_err());
-        assert!(cursor_hooks_merge(Some(json!({"hooks": {"stop": 3}})), "/v").is_err());
-        let fresh = cursor_hooks_merge(None, "/v").unwrap();
+        assert!(user_hooks_merge("cursor", Some(json!([1])), "/v").is_err());
+        assert!(user_hooks_merge("cursor", Some(json!({"hooks": {"stop": 3}})), "/v").is_err());
+        let fresh = user_hooks_merge("cursor", None, "/v").unwrap();
         assert_eq!(fresh["version"], 1);
     }
 
@@ -340,42 +354,52 @@ fn mcp_server(volee_bin: &str, env: &[(String, String)]) -> (Value, Value) {
     (json!(volee_bin), Value::Object(env))
 }
 
-/// The join of `harness`, or why it has none per launch.
+/// volee's MCP server in the JSON shape a harness reads.
+fn mcp_json(format: McpFormat, command: &Value, env: &Value) -> Value {
+    match format {
+        McpFormat::McpServers => json!({"mcpServers": {"volee": {
+            "type": "stdio", "command": command, "args": ["mcp"], "env": env
+        }}}),
+        McpFormat::McpServersLocal => json!({"mcpServers": {"volee": {
+            "type": "local", "command": command, "args": ["mcp"], "env": env, "tools": ["*"]
+        }}}),
+        McpFormat::McpServersPlain => {
+            json!({"mcpServers": {"volee": {"command": command, "args": ["mcp"], "env": env}}})
+        }
+        McpFormat::Bare => json!({"volee": {"command": command, "args": ["mcp"], "env": env}}),
+        McpFormat::McpLocalCommand => json!({"mcp": {"volee": {
+            "type": "local",
+            "command": [command, "mcp"],
+            "environment": env,
+            "enabled": true
+        }}}),
+    }
+}
+
+/// The join of `harness` (its profile's `[join]`), or why it has none per launch.
 pub fn join(harness: &str, volee_bin: &str, env: &[(String, String)]) -> Result<Join, String> {
     let (command, env) = mcp_server(volee_bin, env);
-    let standard = || {
-        json!({"mcpServers": {"volee": {
-            "type": "stdio", "command": command, "args": ["mcp"], "env": env
-        }}})
+    let Some(profile) = crate::profile::get(harness) else {
+        return Err("it has no MCP support".into());
     };
-    Ok(match harness {
-        // Variadic: the prompt goes after `--` (the profile's prompt style).
-        "claude" => Join::Args {
-            args: vec!["--mcp-config".into(), "{file}".into()],
-            file: Some(("volee-mcp-claude.json".into(), standard())),
+    let strings = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    Ok(match profile.join_via {
+        JoinVia::FileArg { args, file, format } => Join::Args {
+            args: strings(args),
+            file: Some((file.to_string(), mcp_json(format, &command, &env))),
         },
-        "qwen" => Join::Args {
-            args: vec!["--mcp-config".into(), "{file}".into()],
-            file: Some(("volee-mcp-qwen.json".into(), standard())),
-        },
-        "copilot" => Join::Args {
-            args: vec!["--additional-mcp-config".into(), "@{file}".into()],
-            file: Some((
-                "volee-mcp-copilot.json".into(),
-                json!({"mcpServers": {"volee": {
-                    "type": "local", "command": command, "args": ["mcp"], "env": env, "tools": ["*"]
-                }}}),
-            )),
-        },
+        JoinVia::InlineArg { args, format } => {
+            let json = mcp_json(format, &command, &env).to_string();
+            Join::Args {
+                args: args.iter().map(|a| a.replace("{json}", &json)).collect(),
+                file: None,
+            }
+        }
         // TOML values in `-c key=value` overrides (forces Codex's embedded mode).
-        "codex" => {
+        JoinVia::ConfigOverrides => {
             let toml_env: Vec<String> = env
                 .as_object()
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| format!("{k} = {}", v))
-                        .collect()
-                })
+                .map(|m| m.iter().map(|(k, v)| format!("{k} = {}", v)).collect())
                 .unwrap_or_default();
             Join::Args {
                 args: vec![
@@ -389,36 +413,14 @@ pub fn join(harness: &str, volee_bin: &str, env: &[(String, String)]) -> Result<
                 file: None,
             }
         }
-        "amp" => Join::Args {
-            args: vec![
-                "--mcp-config".into(),
-                json!({"volee": {"command": command, "args": ["mcp"], "env": env}}).to_string(),
-            ],
-            file: None,
+        JoinVia::EnvJson { var, format } => Join::EnvJson {
+            var,
+            json: mcp_json(format, &command, &env),
         },
-        "opencode" => Join::EnvJson {
-            var: "OPENCODE_CONFIG_CONTENT",
-            json: json!({"mcp": {"volee": {
-                "type": "local",
-                "command": [command, "mcp"],
-                "environment": env,
-                "enabled": true
-            }}}),
+        JoinVia::SystemDefaults { format } => Join::SystemDefaults {
+            json: mcp_json(format, &command, &env),
         },
-        "gemini" => Join::SystemDefaults {
-            json: json!({"mcpServers": {"volee": {"command": command, "args": ["mcp"], "env": env}}}),
-        },
-        "grok" => {
-            return Err(
-                "Grok Build takes MCP servers only from its own config (~/.grok/config.toml or a project .grok/config.toml): add `volee mcp` there yourself".into(),
-            )
-        }
-        "cursor" => {
-            return Err(
-                "Cursor Agent takes MCP servers only from ~/.cursor/mcp.json or .cursor/mcp.json, and each must be approved: add `volee mcp` there yourself".into(),
-            )
-        }
-        _ => return Err("it has no MCP support".into()),
+        JoinVia::None { why } => return Err(why.into()),
     })
 }
 

@@ -27,8 +27,8 @@ pub use profile::{
 };
 
 pub use rules::{
-    last_line, last_lines, profile_text, Region, RuleMatch, RuleSet, RulesError, ScreenRule,
-    HARNESSES_WITH_RULES,
+    harnesses_with_rules, last_line, last_lines, profile_text, Region, RuleMatch, RuleSet,
+    RulesError, ScreenRule,
 };
 
 /// The screen rules volee uses for a harness: its profile's when the installed version is the

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use volee_protocol::AgentState;
 
-use crate::profile::{HttpServer, ListingSource, PromptStyle};
+use crate::profile::{HttpServer, ListingSource, OpenFile, PromptStyle};
 
 /// What one status file says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,20 +100,12 @@ mod tests {
     }
 }
 
-/// Where a harness publishes the session id of a running process, when it does:
-/// Claude and Qwen `~/.<h>/sessions/<pid>.json` (`sessionId`), Grok `~/.grok/active_sessions.json`
-/// (a list of `{session_id, pid, …}`).
+/// Where a harness publishes the session id of a running process, when its profile says
+/// (`[session] file`): Claude and Qwen `~/.<h>/sessions/<pid>.json` (`sessionId`), Grok
+/// `~/.grok/active_sessions.json` (a list of `{session_id, pid, …}`).
 pub fn session_file(harness: &str, home: &Path, pid: u32) -> Option<PathBuf> {
-    match harness {
-        "claude" => status_file(harness, home, pid),
-        "qwen" => Some(
-            home.join(".qwen")
-                .join("sessions")
-                .join(format!("{pid}.json")),
-        ),
-        "grok" => Some(home.join(".grok").join("active_sessions.json")),
-        _ => None,
-    }
+    let file = crate::profile::get(harness)?.session_file?;
+    Some(home.join(file.path.replace("{pid}", &pid.to_string())))
 }
 
 /// The session id of process `pid` in the text of its harness's [`session_file`].
@@ -121,17 +113,16 @@ pub fn parse_session_id(harness: &str, text: &str, pid: u32) -> Option<String> {
     if text.len() > 4 * 1024 * 1024 {
         return None;
     }
+    let file = crate::profile::get(harness)?.session_file?;
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    let id = match harness {
-        "claude" | "qwen" => v.get("sessionId")?.as_str()?,
-        "grok" => v
+    let entry = match file.pid_field {
+        None => &v,
+        Some(field) => v
             .as_array()?
             .iter()
-            .find(|s| s.get("pid").and_then(|p| p.as_u64()) == Some(u64::from(pid)))?
-            .get("session_id")?
-            .as_str()?,
-        _ => return None,
+            .find(|s| s.get(field).and_then(|p| p.as_u64()) == Some(u64::from(pid)))?,
     };
+    let id = entry.get(file.id_field)?.as_str()?;
     (!id.is_empty() && id.len() <= 200).then(|| id.to_string())
 }
 
@@ -268,15 +259,21 @@ fn has_flag(server: &HttpServer, args: &[String], names: &[&str]) -> bool {
 /// Does this harness hold its transcript (Codex) or a per-session lock file (Copilot) open (see
 /// [`session_id_from_open_file`])?
 pub fn holds_transcript_open(harness: &str) -> bool {
-    harness == "codex" || harness == "copilot"
+    open_file_of(harness) != OpenFile::None
+}
+
+/// The kind of file `harness` holds open that names its session (its profile's
+/// `[session] open_file`).
+fn open_file_of(harness: &str) -> OpenFile {
+    crate::profile::get(harness).map_or(OpenFile::None, |p| p.open_file)
 }
 
 /// The session id in the path of a file the process holds open, for harnesses whose transcript
 /// stays open while the session runs: Codex's `~/.codex/sessions/YYYY/MM/DD/rollout-<ts>-<id>.jsonl`
 /// (the id is the UUID at the end of the name).
 pub fn session_id_from_open_file(harness: &str, path: &Path) -> Option<String> {
-    match harness {
-        "codex" => {
+    match open_file_of(harness) {
+        OpenFile::RolloutUuid => {
             let text = path.to_str()?;
             if !text.contains("/sessions/") {
                 return None;
@@ -295,7 +292,7 @@ pub fn session_id_from_open_file(harness: &str, path: &Path) -> Option<String> {
         }
         // Copilot holds `<COPILOT_HOME>/session-state/<id>/inuse.<pid>.hold` open while the
         // session runs in it (measured on 1.0.102).
-        "copilot" => {
+        OpenFile::InuseHold => {
             let name = path.file_name()?.to_str()?;
             let pid = name.strip_prefix("inuse.")?.strip_suffix(".hold")?;
             if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
@@ -308,7 +305,7 @@ pub fn session_id_from_open_file(harness: &str, path: &Path) -> Option<String> {
             let id = session_dir.file_name()?.to_str()?;
             copilot_session_id_shape(id).then(|| id.to_string())
         }
-        _ => None,
+        OpenFile::None => None,
     }
 }
 
@@ -329,23 +326,32 @@ pub fn session_id_from_lock_files(
     env: &[(String, String)],
     pid: u32,
 ) -> Option<String> {
-    if harness != "copilot" {
+    let profile = crate::profile::get(harness)?;
+    if profile.open_file != OpenFile::InuseHold {
         return None;
     }
-    let home = copilot_home(|key| env_var(env, key).map(String::from))?;
+    let home = harness_home(harness, |key| env_var(env, key).map(String::from))?;
     copilot_session_from_lock_files(&home, pid)
 }
 
-/// Copilot's state directory for a process environment: `$COPILOT_HOME` when set (absolute),
-/// else `$HOME/.copilot`.
-pub fn copilot_home(var: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    if let Some(home) = var("COPILOT_HOME").filter(|v| !v.is_empty()) {
-        let home = PathBuf::from(home);
-        return home.is_absolute().then_some(home);
+/// A harness's whole state directory for a process environment: `$<home_env>` of its profile
+/// when set (absolute only), else the directory above its own hooks directory under HOME
+/// (Copilot: `$COPILOT_HOME`, else `$HOME/.copilot`).
+pub fn harness_home(harness: &str, var: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let profile = crate::profile::get(harness)?;
+    if let Some(home_env) = profile.hook_files.home_env {
+        if let Some(home) = var(home_env).filter(|v| !v.is_empty()) {
+            let home = PathBuf::from(home);
+            return home.is_absolute().then_some(home);
+        }
     }
+    let crate::Instrumentation::OwnHooksFile(dir) = profile.instrumentation else {
+        return None;
+    };
+    let under_home = Path::new(dir).parent()?;
     var("HOME")
         .filter(|v| !v.is_empty())
-        .map(|h| PathBuf::from(h).join(".copilot"))
+        .map(|h| PathBuf::from(h).join(under_home))
 }
 
 /// Copilot writes `<copilot home>/session-state/<id>/inuse.<pid>.lock` (content: that pid) for a
@@ -462,15 +468,18 @@ mod session_tests {
             }
         };
         assert_eq!(
-            copilot_home(var(&[("HOME", "/h")])),
+            harness_home("copilot", var(&[("HOME", "/h")])),
             Some(PathBuf::from("/h/.copilot"))
         );
         assert_eq!(
-            copilot_home(var(&[("HOME", "/h"), ("COPILOT_HOME", "/c")])),
+            harness_home("copilot", var(&[("HOME", "/h"), ("COPILOT_HOME", "/c")])),
             Some(PathBuf::from("/c"))
         );
-        assert_eq!(copilot_home(var(&[("COPILOT_HOME", "rel")])), None);
-        assert_eq!(copilot_home(var(&[])), None);
+        assert_eq!(
+            harness_home("copilot", var(&[("COPILOT_HOME", "rel")])),
+            None
+        );
+        assert_eq!(harness_home("copilot", var(&[])), None);
     }
 
     #[test]

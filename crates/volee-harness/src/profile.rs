@@ -91,6 +91,110 @@ pub enum Instrumentation {
     ServerPort(&'static str),
 }
 
+/// How volee writes a harness's hook registrations (a kind: the code is volee's, in
+/// `instrument.rs`), and where its files go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HookFiles {
+    pub format: HookFormat,
+    /// volee's own hooks file's name ([`Instrumentation::OwnHooksFile`]).
+    pub file: &'static str,
+    /// A variable naming the harness's whole home (`COPILOT_HOME`): when set, volee's own hooks
+    /// file goes to `$VAR/hooks/` instead of the profile's directory under HOME.
+    pub home_env: Option<&'static str>,
+    /// The harness's own system-defaults file ([`Instrumentation::SystemDefaultsEnv`]), merged
+    /// into volee's copy when the variable names none.
+    pub system_defaults: Option<&'static str>,
+    /// It reads a system-defaults file only when root owns it and every directory above (Gemini
+    /// CLI 0.61.0): volee's hooks then go in as an extension of volee's own, in this directory
+    /// under HOME.
+    pub extension_dir: Option<&'static str>,
+}
+
+/// The shape of one hook registration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookFormat {
+    /// `{"hooks": [{"type": "command", "command": C, "timeout": 10}]}` (Claude, Codex, Grok).
+    Nested,
+    /// `{"matcher": "", "hooks": [{"name": …, "type": "command", "command": C}]}` (Qwen).
+    MatcherNamed,
+    /// The same with matcher `*` and a timeout in milliseconds (Gemini).
+    MatcherNamedMs,
+    /// `{"type": "command", "bash": C, "timeoutSec": 10}` per event, in a file that says
+    /// `"version": 1` (Copilot).
+    FlatBashV1,
+}
+
+/// How a harness takes volee's MCP server for one launch (`volee launch --join`): a kind, with
+/// the flags and names its profile gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum JoinVia {
+    /// A file of volee's own passed by arguments: `{file}` in them is its path.
+    FileArg {
+        args: &'static [&'static str],
+        file: &'static str,
+        format: McpFormat,
+    },
+    /// The JSON itself as an argument: `{json}` in the arguments.
+    InlineArg {
+        args: &'static [&'static str],
+        format: McpFormat,
+    },
+    /// `-c mcp_servers.volee.…=…` TOML overrides.
+    ConfigOverrides,
+    /// A JSON configuration in this environment variable, merged with the user's value.
+    EnvJson {
+        var: &'static str,
+        format: McpFormat,
+    },
+    /// In the system-defaults file volee already writes for the hooks.
+    SystemDefaults { format: McpFormat },
+    /// None per launch, and why.
+    None { why: &'static str },
+}
+
+/// The JSON a harness reads its MCP servers from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpFormat {
+    /// `{"mcpServers": {"volee": {"type": "stdio", "command", "args", "env"}}}`.
+    McpServers,
+    /// `{"mcpServers": {"volee": {"type": "local", …, "tools": ["*"]}}}`.
+    McpServersLocal,
+    /// `{"mcpServers": {"volee": {"command", "args", "env"}}}`.
+    McpServersPlain,
+    /// `{"volee": {"command", "args", "env"}}`.
+    Bare,
+    /// `{"mcp": {"volee": {"type": "local", "command": [C, "mcp"], "environment", "enabled"}}}`.
+    McpLocalCommand,
+}
+
+/// Where a harness publishes the session id of a running process, under HOME.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SessionFile {
+    /// Relative to HOME; `{pid}` is the process's pid.
+    pub path: &'static str,
+    /// The field holding the session id.
+    pub id_field: &'static str,
+    /// The file is a list of sessions: the one whose field of this name is the pid.
+    pub pid_field: Option<&'static str>,
+}
+
+/// A file a harness process holds open whose path names its session (a kind: the path's shape
+/// is read by volee's code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpenFile {
+    None,
+    /// `…/sessions/YYYY/MM/DD/rollout-<ts>-<uuid>.jsonl` (Codex).
+    RolloutUuid,
+    /// `<home>/session-state/<uuid>/inuse.<pid>.hold`, and its `.lock` files when open files
+    /// cannot be read (Copilot; the home is `$COPILOT_HOME` or `~/.copilot`, from
+    /// [`HookFiles::home_env`]).
+    InuseHold,
+}
+
 /// A state source, best first in [`Profile::states`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -215,8 +319,16 @@ pub struct Profile {
     // --- join
     /// Where its token usage is read (`usage: unknown` when nowhere).
     pub usage: UsageSource,
-    /// How the harness gets volee's MCP server for one launch.
+    /// How the harness gets volee's MCP server for one launch (in words).
     pub join: &'static str,
+    /// … and as volee does it.
+    pub join_via: JoinVia,
+    /// How volee writes its hooks for it.
+    pub hook_files: HookFiles,
+    /// Where a running process's session id is published.
+    pub session_file: Option<SessionFile>,
+    /// A file it holds open that names its session.
+    pub open_file: OpenFile,
     pub input: InputRules,
     /// What its hook events mean, first matching row first.
     #[serde(skip)]

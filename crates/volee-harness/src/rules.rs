@@ -472,16 +472,19 @@ fn evidence(pattern: &Regex, text: &str) -> String {
 /// The built-in profile file of a harness (the TOML text, with its screen rules and the
 /// comments that cite their captures), None when volee has none.
 pub fn profile_text(harness: &str) -> Option<&'static str> {
-    crate::file::BUILT_IN
-        .iter()
-        .find(|(name, _)| *name == harness)
-        .map(|(_, text)| *text)
+    crate::file::built_in_text(harness)
 }
 
-/// The harness profiles that have their own embedded screen rules (`generic` excluded).
-pub const HARNESSES_WITH_RULES: &[&str] = &[
-    "claude", "codex", "gemini", "qwen", "grok", "aider", "amp", "copilot", "opencode",
-];
+/// The built-in profiles that have screen rules of their own (`generic` excluded).
+pub fn harnesses_with_rules() -> Vec<&'static str> {
+    crate::file::BUILT_IN
+        .iter()
+        .filter_map(|text| {
+            let p = crate::file::parse(text, "built-in").ok()?;
+            (p.name != "generic" && !p.rules.rules().is_empty()).then_some(p.name)
+        })
+        .collect()
+}
 
 #[cfg(test)]
 mod tests {
@@ -705,7 +708,7 @@ priority = 5
 
     #[test]
     fn every_harness_with_rules_has_them_in_its_profile() {
-        for name in HARNESSES_WITH_RULES.iter().chain(&["generic"]) {
+        for name in harnesses_with_rules().iter().chain(&["generic"]) {
             let p = crate::profile::get(name).expect("profile");
             assert!(!p.rules.rules().is_empty(), "{name}");
         }

@@ -12,9 +12,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use super::{
-    gemini_extension, hooks_settings, join, merge_json, own_hooks_path, Join, GEMINI_EXTENSION_DIR,
-};
+use super::{extension_files, hooks_settings, join, merge_json, own_hooks_path, Join};
 use crate::{Instrumentation, Profile};
 
 /// What [`plan`] needs besides the profile.
@@ -209,21 +207,6 @@ pub enum PlanError {
     NotJson { var: String, reason: String },
 }
 
-/// The harness's own system-defaults file, read when the variable names none.
-fn default_system_defaults(harness: &str) -> Option<PathBuf> {
-    match harness {
-        "gemini" => Some("/etc/gemini-cli/system-defaults.json".into()),
-        "qwen" => Some("/etc/qwen-code/system-defaults.json".into()),
-        _ => None,
-    }
-}
-
-/// Does the harness read a system-defaults file only when root owns it and every directory
-/// above (Gemini CLI 0.61.0), and so needs another way in when volee's is not such a file?
-fn trusts_only_root_owned_defaults(harness: &str) -> bool {
-    harness == "gemini"
-}
-
 /// What launching `profile` with `opts` sets up (docs/adr/0005): the profile's instrumentation,
 /// its join when asked, and its launch variables (auto-updaters off).
 pub fn plan(profile: &Profile, opts: &Options) -> Result<Plan, PlanError> {
@@ -286,23 +269,30 @@ pub fn plan(profile: &Profile, opts: &Options) -> Result<Plan, PlanError> {
                 contents: Contents::SystemDefaults(SystemDefaults {
                     var: var.to_string(),
                     named: opts.var(var).map(PathBuf::from),
-                    default: default_system_defaults(harness),
+                    // The harness's own file, read when the variable names none.
+                    default: profile.hook_files.system_defaults.map(PathBuf::from),
                     hooks,
                     merge: merge.clone(),
                 }),
             });
             plan.env
                 .push((var.to_string(), EnvValue::RuntimeFile(name)));
-            if trusts_only_root_owned_defaults(harness) {
-                let extension = home_path(opts, GEMINI_EXTENSION_DIR).ok_or_else(|| {
-                    "HOME is not set: cannot place volee's Gemini extension".to_string()
+            // A harness that reads a system-defaults file only when root owns it and every
+            // directory above (Gemini CLI 0.61.0) gets volee's hooks as an extension when
+            // volee's file is not such a file.
+            if let Some(dir) = profile.hook_files.extension_dir {
+                let extension = home_path(opts, dir).ok_or_else(|| {
+                    format!(
+                        "HOME is not set: cannot place volee's {} extension",
+                        profile.display_name
+                    )
                 });
                 plan.unless_root_owned = Some(Fallback {
                     var: var.to_string(),
                     forced: opts.var("VOLEE_GEMINI_HOOKS") == Some("extension"),
                     kept_files: vec![KeptFile {
                         place: extension,
-                        contents: KeptContents::Dir(gemini_extension(bin)),
+                        contents: KeptContents::Dir(extension_files(harness, bin)),
                     }],
                     join_lost: merge.is_some(),
                 });

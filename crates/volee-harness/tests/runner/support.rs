@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use volee_harness::rules::HARNESSES_WITH_RULES;
+use volee_harness::rules::harnesses_with_rules;
 use volee_harness::RuleSet;
 use volee_protocol::AgentState;
 
@@ -123,7 +123,7 @@ pub fn load_fixtures() -> Vec<Fixture> {
 
 /// The embedded rules of every harness that has its own (plus `generic`), compiled.
 pub fn all_rules() -> BTreeMap<&'static str, RuleSet> {
-    HARNESSES_WITH_RULES
+    harnesses_with_rules()
         .iter()
         .chain(&["generic"])
         .map(|&h| {
