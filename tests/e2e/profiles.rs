@@ -153,3 +153,73 @@ fn a_harness_added_by_one_profile_file_is_launched_and_read_by_its_rules() {
     volee(&["send", &id, "quit"]);
     assert_eq!(env.wait_state(&id, "done", 15), "done");
 }
+
+/// `volee probe --new`: a program volee has no profile for, run in a private tmux, drafts a
+/// profile file that checks (its version, the flags in its --help, its process, a rule from its
+/// first screen) and its first screen as a fixture the drafted rule reads.
+#[test]
+fn probe_new_drafts_a_profile_that_checks_from_a_first_run() {
+    let Some((_serial, env)) = setup() else {
+        return;
+    };
+    let bin = env.root().join("probe-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let program = bin.join("shout");
+    // A --help that lists --model and --resume; an idle prompt on its first screen.
+    let script = SHOUT.replace(
+        "  --version)",
+        "  --help) echo 'usage: shout [--model M] [--resume ID] [PROMPT]'; exit 0 ;;\n  --version)",
+    );
+    let script = script.replace(
+        "echo \"thinking about: $1\"",
+        "[ -z \"$1\" ] && { printf 'shout> '; read -r line; exit 0; }\necho \"thinking about: $1\"",
+    );
+    std::fs::write(&program, script).unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = env.root().join("drafts");
+    let said = env.ok([
+        "probe",
+        "shout",
+        "--new",
+        &program.display().to_string(),
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert!(said.contains("shout.toml"), "{said}");
+    let draft = std::fs::read_to_string(out.join("shout.toml")).unwrap();
+    for line in [
+        "name = \"shout\"",
+        "program = \"shout\"",
+        "measured = { min = \"1.2.0\", max = \"1.2.0\" }",
+        "model_flag = \"--model\"",
+        "args = [\"--resume\", \"{id}\"]",
+        "id = \"shout.idle-start\"",
+    ] {
+        assert!(draft.contains(line), "{line} not in\n{draft}");
+    }
+    let checked = env.ok([
+        "profiles",
+        "check",
+        &out.join("shout.toml").display().to_string(),
+    ]);
+    assert!(checked.contains("ok"), "{checked}");
+    let capture = std::fs::read_to_string(out.join("shout-01-start.txt")).unwrap();
+    assert!(capture.starts_with("source: volee probe --new shout shout (shout 1.2.0)\ntitle: "));
+    let screen = capture.split_once("\n---\n").unwrap().1;
+    let profile = volee_harness::file::parse(&draft, "shout.toml").unwrap();
+    let m = profile
+        .rules
+        .classify(screen, "")
+        .expect("the drafted rule reads the capture");
+    assert_eq!(m.rule, "shout.idle-start");
+    // Nothing is written over what is there.
+    let again = env.run([
+        "probe",
+        "shout",
+        "--new",
+        &program.display().to_string(),
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert_eq!(again.status.code(), Some(2), "{again:?}");
+}

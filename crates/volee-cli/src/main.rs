@@ -278,9 +278,24 @@ volee restore --all --into-resurrect: a resurrect restore brings the agents back
     /// Check tmux, zellij, Docker, Ollama and every installed harness against its profile.
     Doctor,
     /// Run the installed harness in a private tmux with a throwaway HOME and compare it with its profile.
+    #[command(after_help = "Examples:
+  volee probe claude                     compare the installed Claude Code with its profile
+  volee probe --new pi pi --out ~/.config/volee/profiles
+                                          draft a profile for a harness volee has none for
+
+--new runs PROGRAM in a private tmux server with a throwaway HOME and writes NAME.toml (a draft:
+version, flags found in its --help, processes, a rule from its first screen) and
+NAME-01-start.txt (that screen and title, in the fixtures' format) into --out (default: the
+current directory). Review the draft, then: volee profiles check NAME.toml")]
     Probe {
-        /// The harness profile's name (see `volee profiles`).
+        /// The harness profile's name (see `volee profiles`); with --new, the new harness's name.
         harness: String,
+        /// Draft a profile for a harness volee has none for, from what PROGRAM shows.
+        #[arg(long = "new", value_name = "PROGRAM")]
+        new: Option<String>,
+        /// Where --new writes its draft and capture (default: the current directory).
+        #[arg(long, value_name = "DIR", requires = "new")]
+        out: Option<std::path::PathBuf>,
     },
     /// The harness profiles and the versions they were measured on; `check` a profile file,
     /// `show` the one in effect.
@@ -500,7 +515,16 @@ fn main() {
             }) => profiles::show(&name, json),
         },
         Command::Doctor => doctor::doctor(),
-        Command::Probe { harness } => probe::probe(&harness),
+        Command::Probe {
+            harness,
+            new: None,
+            out: _,
+        } => probe::probe(&harness),
+        Command::Probe {
+            harness,
+            new: Some(program),
+            out,
+        } => probe::probe_new(&harness, &program, out.as_deref()),
         Command::Hook { harness, event } => hook::hook(&harness, &event),
         Command::Peek { id, lines } => commands::peek(&id, lines),
         Command::Rm { id } => commands::rm(&id),

@@ -1116,21 +1116,9 @@ pub fn to_toml(p: &Profile) -> String {
     toml::to_string(&to_file(p)).unwrap_or_default()
 }
 
-/// The built-in profile files, embedded (the generic one last).
-pub const BUILT_IN: &[&str] = &[
-    include_str!("../profiles/claude.toml"),
-    include_str!("../profiles/codex.toml"),
-    include_str!("../profiles/gemini.toml"),
-    include_str!("../profiles/qwen.toml"),
-    include_str!("../profiles/grok.toml"),
-    include_str!("../profiles/copilot.toml"),
-    include_str!("../profiles/aider.toml"),
-    include_str!("../profiles/amp.toml"),
-    include_str!("../profiles/cursor.toml"),
-    include_str!("../profiles/opencode.toml"),
-    include_str!("../profiles/volee.toml"),
-    include_str!("../profiles/generic.toml"),
-];
+// `BUILT_IN`: the built-in profile files, embedded (every `profiles/*.toml` in name order, the
+// generic one last; build.rs lists them).
+include!(concat!(env!("OUT_DIR"), "/built_in.rs"));
 
 /// The built-in profile file of `harness` (its TOML text), None when volee has none.
 pub fn built_in_text(harness: &str) -> Option<&'static str> {
