@@ -24,24 +24,30 @@ pub fn locate(profile: &Profile) -> CliResult<PathBuf> {
 }
 
 /// `PROGRAM --version`'s version line, bounded to 10 s; `home` as its HOME when given (a
-/// throwaway one for `volee probe`). None when it prints no version number in time.
+/// throwaway one for `volee probe`). Its standard output's, else its standard error's (Pi 0.73.1
+/// prints its version there). None when it prints no version number in time.
 pub fn read_version(program: &Path, home: Option<&Path>) -> Option<String> {
     let mut cmd = Command::new(program);
     cmd.arg("--version")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .stderr(Stdio::piped());
     if let Some(home) = home {
         cmd.env("HOME", home);
     }
     let mut child = cmd.spawn().ok()?;
-    let mut stdout = child.stdout.take()?;
+    let stdout = child.stdout.take()?;
+    let stderr = child.stderr.take()?;
     // Read while it runs: a version banner longer than the pipe must not stall it.
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
+    let read = |mut from: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = from.read_to_string(&mut text);
+            text
+        })
+    };
+    let out_reader = read(Box::new(stdout));
+    let err_reader = read(Box::new(stderr));
     let deadline = Instant::now() + VERSION_WAIT;
     loop {
         match child.try_wait() {
@@ -54,7 +60,9 @@ pub fn read_version(program: &Path, home: Option<&Path>) -> Option<String> {
             }
         }
     }
-    volee_harness::profile::version_line(&reader.join().ok()?)
+    let out = out_reader.join().ok()?;
+    volee_harness::profile::version_line(&out)
+        .or_else(|| volee_harness::profile::version_line(&err_reader.join().ok()?))
 }
 
 #[cfg(test)]
@@ -83,6 +91,9 @@ mod tests {
             read_version(&home, Some(tmp.path())).as_deref(),
             Some("1.0.7")
         );
+        // On standard error when standard output has none.
+        let err = script(tmp.path(), "err", "echo 0.73.1 >&2");
+        assert_eq!(read_version(&err, None).as_deref(), Some("0.73.1"));
         let banner = script(tmp.path(), "banner", "echo Welcome");
         assert_eq!(read_version(&banner, None), None);
         assert_eq!(read_version(&tmp.path().join("missing"), None), None);
