@@ -169,7 +169,9 @@ provision_harnesses() {
     case "$pkg" in pypi:*) bindir="$dir/venv/bin" ;; esac
     # The version is any word of the first line: `2.1.332 (Claude Code)`, `grok 1.0.41 (…)`,
     # `GitHub Copilot CLI 1.0.102.` (a final dot dropped).
-    have=$(HOME="$VOLEE_HARNESS_CACHE/.version-home" "$bindir/$bin" --version 2>/dev/null </dev/null \
+    # Standard output, else standard error (Pi prints its version there).
+    have=$( { out=$(HOME="$VOLEE_HARNESS_CACHE/.version-home" "$bindir/$bin" --version 2>"$VOLEE_HARNESS_CACHE/.version-err" </dev/null || true)
+              if [ -n "$out" ]; then printf '%s\n' "$out"; else cat "$VOLEE_HARNESS_CACHE/.version-err" 2>/dev/null; fi; } \
       | awk -v v="$version" 'NR==1{for(i=1;i<=NF;i++){w=$i; sub(/\.$/,"",w); if($i==v || w==v){print "yes"; exit}}}' || true)
     [ "$have" = "yes" ] && continue
     case "$pkg" in

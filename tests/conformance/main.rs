@@ -23,6 +23,7 @@ mod gemini;
 mod grok;
 mod join;
 mod opencode;
+mod pi;
 mod qwen;
 mod restore;
 mod worktree;
@@ -108,18 +109,22 @@ fn has_version(bin: &Path, version: &str) -> bool {
         .env("HOME", &home)
         .env("DISABLE_AUTOUPDATER", "1")
         .stdin(Stdio::null())
-        .stderr(Stdio::null())
         .output()
         .map(|o| {
-            let text = String::from_utf8_lossy(&o.stdout);
             // `2.1.332 (Claude Code)`, `grok 1.0.41 (4220f3b224a6)`: any word of the first line
-            // (a sentence's final dot dropped).
-            o.status.success()
-                && text.lines().next().is_some_and(|l| {
-                    // `GitHub Copilot CLI 1.0.102.` ends its sentence with a dot.
-                    l.split_whitespace()
-                        .any(|w| w == version || w.strip_suffix('.') == Some(version))
-                })
+            // (a sentence's final dot dropped) — of standard output, else of standard error
+            // (Pi prints its version there).
+            let says = |bytes: &[u8]| {
+                String::from_utf8_lossy(bytes)
+                    .lines()
+                    .next()
+                    .is_some_and(|l| {
+                        // `GitHub Copilot CLI 1.0.102.` ends its sentence with a dot.
+                        l.split_whitespace()
+                            .any(|w| w == version || w.strip_suffix('.') == Some(version))
+                    })
+            };
+            o.status.success() && (says(&o.stdout) || (o.stdout.is_empty() && says(&o.stderr)))
         })
         .unwrap_or(false);
     let _ = std::fs::remove_dir_all(&home);
