@@ -19,6 +19,7 @@ mod codex;
 mod common;
 mod copilot;
 mod discovery;
+mod failures;
 mod gemini;
 mod grok;
 mod join;

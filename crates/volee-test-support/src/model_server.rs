@@ -237,6 +237,17 @@ struct Shared {
     /// Every request is a main one, played in arrival order ([`ModelServer::set_toolless`]).
     toolless: AtomicBool,
     toolless_turns: AtomicUsize,
+    /// Every model request fails this way ([`ModelServer::set_failure`]).
+    failure: Mutex<Option<Failure>>,
+}
+
+/// How every model request fails (a provider's error, or a connection dropped).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// An HTTP error: its status line (`"401 Unauthorized"`) and JSON body.
+    Status { status: &'static str, body: Value },
+    /// The request is read and the connection closed without an answer.
+    Drop,
 }
 
 /// The running server; dropping it stops it.
@@ -269,6 +280,7 @@ impl ModelServer {
             main_delay_ms: AtomicU64::new(0),
             toolless: AtomicBool::new(false),
             toolless_turns: AtomicUsize::new(0),
+            failure: Mutex::new(None),
         });
         let accept = crate::http1::accept(
             listener,
@@ -290,6 +302,16 @@ impl ModelServer {
         self.shared
             .main_delay_ms
             .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// From now on every model request (messages, chat completions, responses, Gemini's
+    /// generate) fails so; None: answered again. Model lists and probes still answer.
+    pub fn set_failure(&self, failure: Option<Failure>) {
+        *self
+            .shared
+            .failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = failure;
     }
 
     /// For a harness that offers the model no tools (Aider: its edits and shell commands are
@@ -516,7 +538,55 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
         let close = req
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
-        let answer = route(shared, seq, &req, &body);
+        let path = req.path.split('?').next().unwrap_or("");
+        let model_call = req.method == "POST"
+            && (path.ends_with("/messages")
+                || path.ends_with("/chat/completions")
+                || path.ends_with("/responses")
+                || path.contains(":generateContent")
+                || path.contains(":streamGenerateContent"));
+        let failure = model_call
+            .then(|| {
+                shared
+                    .failure
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone()
+            })
+            .flatten();
+        if failure == Some(Failure::Drop) {
+            shared
+                .log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Exchange {
+                    seq,
+                    method: req.method.clone(),
+                    path: req.path.clone(),
+                    headers: req.headers.clone(),
+                    body,
+                    kind: Kind::Unknown,
+                    wire: Wire::Anthropic,
+                    stream: false,
+                    received,
+                    answered: Instant::now(),
+                    answered_wall: SystemTime::now(),
+                    tool_use_ids: Vec::new(),
+                    body_len: req.body.len(),
+                    answer: "connection dropped".into(),
+                });
+            return Ok(());
+        }
+        let answer = match failure {
+            Some(Failure::Status {
+                status,
+                body: error,
+            }) => Answer {
+                status,
+                ..Answer::json(Kind::Unknown, &error, format!("{status} {error}"))
+            },
+            _ => route(shared, seq, &req, &body),
+        };
         let mut head = format!(
             "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nrequest-id: req_volee_{seq}\r\n",
             answer.status,
