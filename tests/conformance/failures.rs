@@ -113,6 +113,42 @@ fn claude_codes_api_failures_carry_their_reason() {
         a["evidence"]
     );
     assert!(w.env.ok(["ls", "--all"]).contains("failed:limit"));
+
+    // A dropped connection.
+    server.set_failure(Some(Failure::Drop));
+    let started = Instant::now();
+    let id = launch(&mut w, &server, "dropped", "Say hello in one word.");
+    let a = failed(&w.env, &server, &id, 120);
+    eprintln!(
+        "dropped → failed:{} in {:.1} s ({}) {}",
+        a["reason"],
+        started.elapsed().as_secs_f64(),
+        a["evidence"],
+        w.env.ok(["peek", &id])
+    );
+    let a = wait_until(
+        "failed:network",
+        Duration::from_secs(20),
+        || {
+            let a = w.env.agent(&id);
+            (a["reason"] == "network").then_some(a)
+        },
+        || {
+            let payloads: Vec<String> = std::fs::read_dir(&w.hook_log)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+                .filter(|t| t.contains("StopFailure"))
+                .collect();
+            format!(
+                "{}\n{}\n{payloads:?}",
+                w.env.ok(["explain", &id]),
+                w.env.ok(["peek", &id])
+            )
+        },
+    );
+    eprintln!("dropped → failed:network ({})", a["evidence"]);
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 use volee_protocol::AgentState;
 
-use crate::hooks::{HookMeaning, HookRule};
+use crate::hooks::{HookMeaning, HookRule, WhenTest};
 use crate::profile::{
     AppServer, History, HistoryKind, HookFiles, HookFormat, HttpServer, InputRules,
     Instrumentation, JoinVia, ListingSource, McpFormat, OpenFile, Profile, PromptStyle,
@@ -460,7 +460,12 @@ pub struct Hook {
 #[serde(deny_unknown_fields)]
 pub struct When {
     pub field: String,
-    pub value: String,
+    /// The field has exactly this value …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// … or a value this pattern (Rust `regex`) matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matches: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -644,6 +649,27 @@ pub fn parse(text: &str, origin: &str) -> Result<Profile, Vec<Problem>> {
         }
     }
     for h in &file.hook {
+        if let Some(w) = &h.when {
+            let at = line_of(text, &format!("\"{}\"", w.field), 1);
+            match (&w.value, &w.matches) {
+                (Some(_), None) => {}
+                (None, Some(m)) => {
+                    if let Err(e) = regex::Regex::new(m) {
+                        problems.push(problem(
+                            at,
+                            format!("hook {}: when.matches does not compile: {e}", h.event),
+                        ));
+                    }
+                }
+                _ => problems.push(problem(
+                    at,
+                    format!(
+                        "hook {}: when needs value or matches (one of them)",
+                        h.event
+                    ),
+                )),
+            }
+        }
         let state = match h.state {
             HookState::NeedsYou => Some(AgentState::NeedsYou),
             HookState::Failed => Some(AgentState::Failed),
@@ -861,7 +887,18 @@ fn into_profile(f: ProfileFile, rules: RuleSet) -> Profile {
         .into_iter()
         .map(|h| HookRule {
             event: keep(h.event),
-            when: h.when.map(|w| (keep(w.field), keep(w.value))),
+            when: h.when.map(|w| {
+                let test = match (w.value, w.matches) {
+                    (Some(v), _) => WhenTest::Equals(keep(v)),
+                    // Checked by `parse`: it compiles.
+                    (None, Some(m)) => match regex::Regex::new(&m) {
+                        Ok(re) => WhenTest::Matches(Box::leak(Box::new(re))),
+                        Err(_) => WhenTest::Equals(keep(m)),
+                    },
+                    (None, None) => WhenTest::Equals(""),
+                };
+                (keep(w.field), test)
+            }),
             reason: h.reason,
             ends_session: h.ends_session,
             meaning: match h.state {
@@ -1056,9 +1093,16 @@ pub fn to_file(p: &Profile) -> ProfileFile {
             .iter()
             .map(|h| Hook {
                 event: h.event.into(),
-                when: h.when.map(|(f, v)| When {
+                when: h.when.map(|(f, test)| When {
                     field: f.into(),
-                    value: v.into(),
+                    value: match test {
+                        WhenTest::Equals(v) => Some(v.into()),
+                        WhenTest::Matches(_) => None,
+                    },
+                    matches: match test {
+                        WhenTest::Matches(re) => Some(re.as_str().into()),
+                        WhenTest::Equals(_) => None,
+                    },
                 }),
                 reason: h.reason,
                 ends_session: h.ends_session,

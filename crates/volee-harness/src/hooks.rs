@@ -18,8 +18,8 @@ pub enum HookMeaning {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HookRule {
     pub event: &'static str,
-    /// `(field, value)`: the rule applies only when the payload's field has this value.
-    pub when: Option<(&'static str, &'static str)>,
+    /// `(field, test)`: the rule applies only when the payload's field passes the test.
+    pub when: Option<(&'static str, WhenTest)>,
     pub meaning: HookMeaning,
     /// Why the state, when the row says (`reason = "permission"`).
     pub reason: Option<volee_protocol::Reason>,
@@ -27,6 +27,36 @@ pub struct HookRule {
     /// silently.
     pub ends_session: bool,
 }
+
+/// What a hook row asks of a payload field.
+#[derive(Debug, Clone, Copy)]
+pub enum WhenTest {
+    /// This exact value.
+    Equals(&'static str),
+    /// A value this pattern matches (Rust `regex`).
+    Matches(&'static regex::Regex),
+}
+
+impl WhenTest {
+    pub fn passes(&self, value: &str) -> bool {
+        match self {
+            WhenTest::Equals(v) => value == *v,
+            WhenTest::Matches(re) => re.is_match(value),
+        }
+    }
+}
+
+impl PartialEq for WhenTest {
+    fn eq(&self, other: &WhenTest) -> bool {
+        match (self, other) {
+            (WhenTest::Equals(a), WhenTest::Equals(b)) => a == b,
+            (WhenTest::Matches(a), WhenTest::Matches(b)) => a.as_str() == b.as_str(),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for WhenTest {}
 
 fn table(harness: &str) -> Option<&'static [HookRule]> {
     crate::profile::get(harness).map(|p| p.hooks)
@@ -60,9 +90,13 @@ pub fn hook_row(
 ) -> Option<&'static HookRule> {
     table(harness)?.iter().find(|r| {
         r.event == event
-            && r.when.is_none_or(|(field, value)| {
-                payload.get(field).and_then(|v| v.as_str()) == Some(value)
-                    || payload.get(camel(field).as_str()).and_then(|v| v.as_str()) == Some(value)
+            && r.when.is_none_or(|(field, test)| {
+                [field.to_string(), camel(field)].iter().any(|f| {
+                    payload
+                        .get(f.as_str())
+                        .and_then(|v| v.as_str())
+                        .is_some_and(|v| test.passes(v))
+                })
             })
     })
 }
@@ -132,6 +166,22 @@ pub fn read_hook_payload(mut ev: HookEvent, input: &[u8]) -> HookEvent {
                     (v.len() <= 200).then(|| ((*k).to_string(), v.to_string()))
                 })
                 .collect();
+            // And every field a `when` of the harness's profile reads (its first 500
+            // characters: `last_assistant_message`).
+            let asked = crate::profile::get(&ev.harness)
+                .map(|p| p.hooks)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|h| h.when.map(|(field, _)| field));
+            for k in asked {
+                if ev.fields.iter().any(|(f, _)| f == k) {
+                    continue;
+                }
+                if let Some(v) = payload.get(k).and_then(|v| v.as_str()) {
+                    ev.fields
+                        .push((k.to_string(), v.chars().take(500).collect()));
+                }
+            }
         }
         Err(e) => ev.error = Some(format!("malformed JSON: {e}")),
     }
