@@ -303,6 +303,7 @@ current directory). Review the draft, then: volee profiles check NAME.toml")]
   volee profiles                          every harness, its measured versions and state sources
   volee profiles check ~/.config/volee/profiles/pi.toml
   volee profiles show claude --toml       the profile in effect, as a file says it
+  volee profiles import-herdr ~/.config/herdr/agent-detection/claude.toml > ~/.config/volee/rules/claude.toml
 
 A profile file in the config dir's profiles/ (NAME.toml) overrides the built-in profile of that
 name or adds a harness (docs/profiles.md).")]
@@ -438,6 +439,13 @@ enum ProfilesAction {
         #[arg(required = true)]
         files: Vec<std::path::PathBuf>,
     },
+    /// Convert a herdr agent-detection manifest into volee screen rules: a rules file on
+    /// standard output (for the config dir's rules/NAME.toml), what did not map in its comments
+    /// and on standard error.
+    ImportHerdr {
+        /// The manifest (herdr's `<agent>.toml`).
+        file: std::path::PathBuf,
+    },
     /// The profile in effect for a harness (built-in, or the user's file over it).
     Show {
         /// The harness (see `volee profiles`).
@@ -513,6 +521,7 @@ fn main() {
                 toml: _,
                 json,
             }) => profiles::show(&name, json),
+            Some(ProfilesAction::ImportHerdr { file }) => profiles::import_herdr(&file),
         },
         Command::Doctor => doctor::doctor(),
         Command::Probe {

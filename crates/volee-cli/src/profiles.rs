@@ -44,6 +44,21 @@ pub fn check(files: &[PathBuf]) -> CliResult {
     }
 }
 
+/// `volee profiles import-herdr FILE`: herdr's manifest as volee screen rules (a rules file on
+/// standard output), what did not map on standard error too.
+pub fn import_herdr(path: &std::path::Path) -> CliResult {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| crate::error::CliError::user(format!("{origin}: {e}")))?;
+    let converted =
+        volee_harness::herdr::convert(&text, &origin).map_err(crate::error::CliError::user)?;
+    for line in &converted.report {
+        eprintln!("{origin}: {line}");
+    }
+    out(&volee_harness::herdr::to_rules_file(&converted, &origin));
+    Ok(())
+}
+
 /// `volee profiles show NAME`: the profile in effect, as a profile file (or JSON).
 pub fn show(name: &str, as_json: bool) -> CliResult {
     let Some(p) = volee_harness::get(name) else {

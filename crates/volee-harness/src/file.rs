@@ -1312,6 +1312,33 @@ fn own_file_text(path: &Path) -> Result<String, String> {
     Ok(text)
 }
 
+/// The payload fields the `[[hook]]` rows of `harness`'s profile read (`when.field`), found
+/// without loading every profile: only that harness's file (the user's, else the built-in one) is
+/// read, as plain TOML.
+pub fn hook_when_fields(harness: &str) -> Vec<String> {
+    let user = USER_DIR
+        .get()
+        .map(|d| d.join(format!("{harness}.toml")))
+        .and_then(|p| own_file_text(&p).ok());
+    let Some(text) = user.or_else(|| built_in_text(harness).map(str::to_string)) else {
+        return Vec::new();
+    };
+    let Ok(table) = toml::from_str::<toml::Table>(&text) else {
+        return Vec::new();
+    };
+    let mut fields: Vec<String> = table
+        .get("hook")
+        .and_then(|h| h.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|row| row.get("when")?.get("field")?.as_str())
+        .map(String::from)
+        .collect();
+    fields.sort();
+    fields.dedup();
+    fields
+}
+
 /// Every profile, the generic one last.
 pub fn all() -> &'static [Profile] {
     &loaded().profiles

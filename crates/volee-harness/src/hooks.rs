@@ -168,12 +168,10 @@ pub fn read_hook_payload(mut ev: HookEvent, input: &[u8]) -> HookEvent {
                 .collect();
             // And every field a `when` of the harness's profile reads (its first 500
             // characters: `last_assistant_message`).
-            let asked = crate::profile::get(&ev.harness)
-                .map(|p| p.hooks)
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|h| h.when.map(|(field, _)| field));
-            for k in asked {
+            // Read cheaply (`volee hook` runs at every event): the one profile's rows, no rules
+            // compiled.
+            for k in crate::file::hook_when_fields(&ev.harness) {
+                let k = k.as_str();
                 if ev.fields.iter().any(|(f, _)| f == k) {
                     continue;
                 }

@@ -11,6 +11,7 @@
 //! - [`input`]: text made inert before it is typed into an agent.
 
 pub mod file;
+pub mod herdr;
 pub mod hooks;
 pub mod input;
 pub mod instrument;
