@@ -385,7 +385,7 @@ fn a_desktop_notification_goes_over_the_session_bus() {
     assert_eq!(
         bodies,
         vec![format!(
-            "string \"volee: desk&lt;b&gt;&amp; ({id}) needs you — rule generic.yes-no-brackets: \"Proceed? [y/N]\"\""
+            "string \"volee: desk&lt;b&gt;&amp; ({id}) needs you — question: rule generic.yes-no-brackets: \"Proceed? [y/N]\"\""
         )],
         "one notification"
     );

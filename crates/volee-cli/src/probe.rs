@@ -173,39 +173,12 @@ fn run_probe(
         report.check(has_flag(&help, flag), format!("flag {flag} in --help"));
     }
     // First screen and process tree, in a private tmux server.
-    let server = TmuxServer::new(scratch.join("tmux.sock"));
-    let start = server.run(&[
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-x",
-        "200",
-        "-y",
-        "50",
-        "-c",
-        &work.display().to_string(),
-        "-e",
-        &format!("HOME={}", home.display()),
-        &program.display().to_string(),
-    ]);
-    if let Err(e) = start {
-        return Err(CliError::from_error(Exit::Environment, &e));
-    }
-    let _ = server.run(&["set-option", "-g", "remain-on-exit", "on"]);
-    std::thread::sleep(Duration::from_secs(6));
-    let pane_pid: Option<u32> = server
-        .run(&["display-message", "-p", "#{pane_pid}"])
-        .ok()
-        .and_then(|p| p.trim().parse().ok());
-    let screen = server.run(&["capture-pane", "-p"]).unwrap_or_default();
-    let title = server
-        .run(&["display-message", "-p", "#{pane_title}"])
-        .unwrap_or_default();
-    let dead = server
-        .run(&["display-message", "-p", "#{pane_dead}:#{pane_dead_status}"])
-        .unwrap_or_default();
-    let tree = pane_pid.map(process_tree).unwrap_or_default();
+    let FirstRun {
+        screen,
+        title,
+        tree,
+        dead,
+    } = first_run(program, scratch, home, work)?;
     let names: Vec<&str> = tree.iter().map(|(_, c)| c.as_str()).collect();
     report.check(
         profile.process_names.iter().any(|n| names.contains(n)),
@@ -229,27 +202,14 @@ fn run_probe(
             ),
         ),
         None => report.check(
-            !dead.starts_with('1'),
+            dead.is_none(),
             format!(
                 "first screen: no rule matched (pane {}); last line {:?}",
-                if dead.starts_with('1') {
-                    format!("exited {}", dead.trim())
-                } else {
-                    "alive".into()
-                },
+                dead.as_deref().unwrap_or("alive"),
                 volee_view::plain_text(volee_harness::last_line(&screen), 80)
             ),
         ),
     }
-    // End everything it started, by process group and server.
-    for (pid, _) in &tree {
-        if let Ok(raw) = i32::try_from(*pid) {
-            let pid = nix::unistd::Pid::from_raw(raw);
-            let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-        }
-    }
-    let _ = server.run(&["kill-server"]);
     Ok(report)
 }
 

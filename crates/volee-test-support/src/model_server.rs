@@ -554,61 +554,62 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
                     .clone()
             })
             .flatten();
-        if failure == Some(Failure::Drop) {
-            shared
-                .log
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(Exchange {
-                    seq,
-                    method: req.method.clone(),
-                    path: req.path.clone(),
-                    headers: req.headers.clone(),
-                    body,
-                    kind: Kind::Unknown,
-                    wire: Wire::Anthropic,
-                    stream: false,
-                    received,
-                    answered: Instant::now(),
-                    answered_wall: SystemTime::now(),
-                    tool_use_ids: Vec::new(),
-                    body_len: req.body.len(),
-                    answer: "connection dropped".into(),
-                });
-            return Ok(());
-        }
         let answer = match failure {
+            // Read, and closed without an answer.
+            Some(Failure::Drop) => None,
             Some(Failure::Status {
                 status,
                 body: error,
-            }) => Answer {
+            }) => Some(Answer {
                 status,
                 ..Answer::json(Kind::Unknown, &error, format!("{status} {error}"))
-            },
-            _ => route(shared, seq, &req, &body),
+            }),
+            None => Some(route(shared, seq, &req, &body)),
         };
-        let mut head = format!(
-            "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nrequest-id: req_volee_{seq}\r\n",
-            answer.status,
-            answer.content_type,
-            answer.body.len()
-        );
-        if answer.content_type == "text/event-stream" {
-            head.push_str("Cache-Control: no-cache\r\n");
-        }
-        head.push_str(if close {
-            "Connection: close\r\n\r\n"
-        } else {
-            "Connection: keep-alive\r\n\r\n"
-        });
-        let mut out = head.into_bytes();
-        if req.method != "HEAD" {
-            out.extend_from_slice(&answer.body);
-        }
-        let mut w: &TcpStream = &stream;
-        let written = w.write_all(&out).and_then(|()| w.flush());
+        let written = match &answer {
+            None => Ok(()),
+            Some(answer) => {
+                let mut head = format!(
+                    "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nrequest-id: req_volee_{seq}\r\n",
+                    answer.status,
+                    answer.content_type,
+                    answer.body.len()
+                );
+                if answer.content_type == "text/event-stream" {
+                    head.push_str("Cache-Control: no-cache\r\n");
+                }
+                head.push_str(if close {
+                    "Connection: close\r\n\r\n"
+                } else {
+                    "Connection: keep-alive\r\n\r\n"
+                });
+                let mut out = head.into_bytes();
+                if req.method != "HEAD" {
+                    out.extend_from_slice(&answer.body);
+                }
+                let mut w: &TcpStream = &stream;
+                w.write_all(&out).and_then(|()| w.flush())
+            }
+        };
         let answered = Instant::now();
         let answered_wall = SystemTime::now();
+        let dropped = answer.is_none();
+        let (kind, wire, event_stream, tool_use_ids, describe) = match answer {
+            Some(a) => (
+                a.kind,
+                a.wire,
+                a.content_type == "text/event-stream",
+                a.tool_use_ids,
+                a.describe,
+            ),
+            None => (
+                Kind::Unknown,
+                Wire::Anthropic,
+                false,
+                Vec::new(),
+                "connection dropped".into(),
+            ),
+        };
         shared
             .log
             .lock()
@@ -619,19 +620,22 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
                 path: req.path.clone(),
                 headers: req.headers.clone(),
                 body,
-                kind: answer.kind,
-                wire: answer.wire,
-                stream: answer.content_type == "text/event-stream",
+                kind,
+                wire,
+                stream: event_stream,
                 received,
                 answered,
                 answered_wall,
-                tool_use_ids: answer.tool_use_ids,
+                tool_use_ids,
                 body_len: req.body.len(),
                 answer: match &written {
-                    Ok(()) => answer.describe,
-                    Err(e) => format!("{} (WRITE FAILED: {e})", answer.describe),
+                    Ok(()) => describe,
+                    Err(e) => format!("{describe} (WRITE FAILED: {e})"),
                 },
             });
+        if dropped {
+            return Ok(());
+        }
         written?;
         if close {
             break;
