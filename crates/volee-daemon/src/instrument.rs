@@ -191,7 +191,7 @@ mod tests {
         let err = write_kept_files_with_home(&asked, bin, None).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "HOME is not set: cannot place volee's Gemini extension"
+            "HOME is not set: cannot place volee's Gemini CLI extension"
         );
         let err = write_kept_files_with_home(
             &request("copilot", &[("COPILOT_HOME", "rel")], false),
