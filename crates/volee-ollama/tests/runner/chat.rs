@@ -217,7 +217,15 @@ async fn model_missing_says_ollama_pull() {
         err.hint().unwrap(),
         "download the model with `ollama pull gemma4`"
     );
-    assert_eq!(server.chat_requests()[0].status, 404);
+    // The stand-in records the status after it wrote the answer: the client may have it first
+    // (a whole-suite run once read 0 here).
+    let status = volee_test_support::wait_until(
+        "the 404 recorded",
+        std::time::Duration::from_secs(5),
+        || Some(server.chat_requests()[0].status).filter(|s| *s != 0),
+        || format!("{:?}", server.chat_requests()[0].status),
+    );
+    assert_eq!(status, 404);
     // The same through /api/show, and no retry: a missing model is not transient.
     let err = client.ensure_ready(true).await.unwrap_err();
     assert!(matches!(err, OllamaError::ModelMissing { .. }), "{err:?}");
