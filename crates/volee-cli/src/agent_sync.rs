@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use volee_daemon::machines::ssh::{self, SshMissing, SshOptions};
 use volee_daemon::machines::{self, Machine, MachinesFile};
 use volee_daemon::persist::{self, Loaded};
+use volee_os::error::chain as error_text;
 use volee_store::{check_id, is_digest, Bundle, ManifestEntry, Store, StoreError, MAX_BUNDLE_LINE};
 use volee_view::text::plain_text;
 
@@ -226,18 +227,6 @@ fn refusal_kind(e: &StoreError) -> RefusalKind {
         StoreError::UnknownId { .. } => RefusalKind::Unknown,
         _ => RefusalKind::Other,
     }
-}
-
-/// An error with its causes, in one line.
-fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// `value` as one JSON line, flushed; a value too long for the other side to read is an error.

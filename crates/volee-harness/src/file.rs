@@ -736,7 +736,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Profile, Vec<Problem>> {
                     .rule_id()
                     .and_then(|id| line_of(text, &format!("\"{id}\""), 1)),
             };
-            problems.push(problem(line, error_chain(&e)));
+            problems.push(problem(line, volee_os::error::chain(&e)));
             None
         }
     };
@@ -744,18 +744,6 @@ pub fn parse(text: &str, origin: &str) -> Result<Profile, Vec<Problem>> {
         return Err(problems);
     }
     Ok(into_profile(file, rules.unwrap_or_default()))
-}
-
-/// An error and its sources, in one line.
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// Key names volee may send with `send-keys`: a named key or a control/meta chord of one

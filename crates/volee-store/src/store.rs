@@ -729,14 +729,7 @@ fn clean_title(mut meta: SessionMeta) -> SessionMeta {
 }
 
 pub(crate) fn error_text(e: &StoreError) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
+    volee_os::error::chain(e)
 }
 
 pub(crate) fn parse_state(id: &str, path: &Path, bytes: &[u8]) -> Result<SessionState> {
